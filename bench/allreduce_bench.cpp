@@ -1,0 +1,351 @@
+#include "allreduce_bench.hpp"
+
+#include <concord/allreduce.hpp>
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+namespace concord::bench {
+namespace {
+
+// Interleaving granularity: each implementation runs its iterations in this many
+// rounds, alternating with the others, so slow drifts of a noisy machine hit all
+// implementations alike.
+constexpr int kRounds = 4;
+
+struct Impl {
+  std::string name;
+  std::string algorithm;
+  std::function<void(const void*, void*, std::size_t)> run;
+};
+
+std::optional<MPI_Datatype> mpi_type(DataType dtype) {
+  switch (dtype) {
+    case DataType::Int8:
+      return MPI_INT8_T;
+    case DataType::UInt8:
+      return MPI_UINT8_T;
+    case DataType::Int32:
+      return MPI_INT32_T;
+    case DataType::Int64:
+      return MPI_INT64_T;
+    case DataType::Float32:
+      return MPI_FLOAT;
+    case DataType::Float64:
+      return MPI_DOUBLE;
+    case DataType::Float16:
+#ifdef MPIX_C_FLOAT16
+      return MPIX_C_FLOAT16;
+#else
+      return std::nullopt;
+#endif
+    case DataType::BFloat16:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Prod:
+      return MPI_PROD;
+    case ReduceOp::Min:
+      return MPI_MIN;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return MPI_SUM;
+  }
+  return MPI_SUM;
+}
+
+std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm) {
+  std::vector<Impl> impls;
+  for (const std::string& name : o.impls) {
+    if (name == "concord") {
+      for (Algorithm a : o.algorithms) {
+        impls.push_back(
+            {name, std::string(to_string(a)), [&comm, o, a](const void* s, void* r, std::size_t n) {
+               allreduce(s, r, n, o.dtype, o.op, comm, {a});
+             }});
+      }
+    } else if (name == "mpi") {
+      auto type = mpi_type(o.dtype);
+      if (!type) {
+        throw std::invalid_argument(
+            fmt::format("--impl mpi: this MPI has no datatype for {}; compare with another -T",
+                        to_string(o.dtype)));
+      }
+      if (o.op == ReduceOp::Avg && (o.dtype == DataType::Float16)) {
+        throw std::invalid_argument(
+            "--impl mpi: -o avg is measured as MPI_SUM plus a scale, "
+            "which is not available for float16 here");
+      }
+      MPI_Comm world = comm.mpi_comm();
+      const int p = comm.size();
+      impls.push_back({name, "mpi", [world, type, o, p](const void* s, void* r, std::size_t n) {
+                         MPI_Allreduce(s, r, static_cast<int>(n), *type, mpi_op(o.op), world);
+                         // MPI has no average: one scale pass, as concord does.
+                         if (o.op == ReduceOp::Avg) {
+                           if (o.dtype == DataType::Float32) {
+                             auto* f = static_cast<float*>(r);
+                             for (std::size_t i = 0; i < n; ++i)
+                               f[i] *= 1.0f / static_cast<float>(p);
+                           } else {
+                             auto* d = static_cast<double*>(r);
+                             for (std::size_t i = 0; i < n; ++i) d[i] *= 1.0 / p;
+                           }
+                         }
+                       }});
+    } else if (name == "nccl") {
+      throw std::invalid_argument(
+          "--impl nccl needs device buffers (--device cuda), which this "
+          "build does not support yet");
+    } else {
+      throw std::invalid_argument("--impl: unknown implementation '" + name +
+                                  "' (accepted: concord, mpi, nccl)");
+    }
+  }
+  return impls;
+}
+
+// Validation inputs: small integers whose reduction is exact in every dtype.
+double pattern(int rank, std::size_t i, DataType dtype, ReduceOp op) {
+  const auto k = static_cast<int>(i % 1009);
+  switch (op) {
+    case ReduceOp::Prod:
+      return dtype == DataType::UInt8 ? 1.0 : ((rank + k) % 2 == 0 ? 1.0 : -1.0);
+    case ReduceOp::Min:
+    case ReduceOp::Max:
+      return dtype == DataType::UInt8 ? (rank * 3 + k) % 11 : (rank * 3 + k) % 11 - 5;
+    default:
+      return dtype == DataType::UInt8 ? (rank + k) % 5 : (rank + k) % 5 - 2;
+  }
+}
+
+void store(std::byte* dst, DataType dtype, double v) {
+  switch (dtype) {
+    case DataType::Int8: {
+      auto x = static_cast<std::int8_t>(v);
+      std::memcpy(dst, &x, sizeof x);
+      break;
+    }
+    case DataType::UInt8: {
+      auto x = static_cast<std::uint8_t>(v);
+      std::memcpy(dst, &x, sizeof x);
+      break;
+    }
+    case DataType::Int32: {
+      auto x = static_cast<std::int32_t>(v);
+      std::memcpy(dst, &x, sizeof x);
+      break;
+    }
+    case DataType::Int64: {
+      auto x = static_cast<std::int64_t>(v);
+      std::memcpy(dst, &x, sizeof x);
+      break;
+    }
+    case DataType::Float16: {
+      auto x = static_cast<_Float16>(v);
+      std::memcpy(dst, &x, sizeof x);
+      break;
+    }
+    case DataType::BFloat16: {  // exact values: the top half of the float
+      auto x =
+          static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(v)) >> 16);
+      std::memcpy(dst, &x, sizeof x);
+      break;
+    }
+    case DataType::Float32: {
+      auto x = static_cast<float>(v);
+      std::memcpy(dst, &x, sizeof x);
+      break;
+    }
+    case DataType::Float64:
+      std::memcpy(dst, &v, sizeof v);
+      break;
+  }
+}
+
+class Validator {
+ public:
+  Validator(const AllreduceOptions& o, int rank, int ranks, std::size_t max_count)
+      : o_(o), esize_(size_of(o.dtype)), input_(max_count * esize_), expected_(max_count * esize_) {
+    for (std::size_t i = 0; i < max_count; ++i) {
+      store(&input_[i * esize_], o.dtype, pattern(rank, i, o.dtype, o.op));
+      double acc = pattern(0, i, o.dtype, o.op);
+      for (int r = 1; r < ranks; ++r) {
+        const double v = pattern(r, i, o.dtype, o.op);
+        switch (o.op) {
+          case ReduceOp::Prod:
+            acc *= v;
+            break;
+          case ReduceOp::Min:
+            acc = std::min(acc, v);
+            break;
+          case ReduceOp::Max:
+            acc = std::max(acc, v);
+            break;
+          default:
+            acc += v;
+        }
+      }
+      if (o.op == ReduceOp::Avg) acc /= ranks;
+      expected_avg_.push_back(acc);
+      store(&expected_[i * esize_], o.dtype, acc);
+    }
+  }
+  void fill(std::byte* send, std::size_t count) const {
+    std::memcpy(send, input_.data(), count * esize_);
+  }
+  bool check(const std::byte* recv, std::size_t count) const {
+    if (o_.op != ReduceOp::Avg) return std::memcmp(recv, expected_.data(), count * esize_) == 0;
+    // The average need not be representable: allow the dtype's rounding.
+    const double eps = o_.dtype == DataType::Float16    ? 1e-3
+                       : o_.dtype == DataType::BFloat16 ? 8e-3
+                       : o_.dtype == DataType::Float32  ? 1e-6
+                                                        : 1e-14;
+    for (std::size_t i = 0; i < count; ++i) {
+      double got = 0;
+      switch (o_.dtype) {
+        case DataType::Float16: {
+          _Float16 h;
+          std::memcpy(&h, recv + i * esize_, 2);
+          got = static_cast<double>(h);
+          break;
+        }
+        case DataType::BFloat16: {
+          std::uint16_t b;
+          std::memcpy(&b, recv + i * esize_, 2);
+          got = std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+          break;
+        }
+        case DataType::Float32: {
+          float f;
+          std::memcpy(&f, recv + i * esize_, 4);
+          got = f;
+          break;
+        }
+        default:
+          std::memcpy(&got, recv + i * esize_, 8);
+      }
+      if (!(std::fabs(got - expected_avg_[i]) <= eps * std::max(1.0, std::fabs(expected_avg_[i]))))
+        return false;
+    }
+    return true;
+  }
+
+ private:
+  AllreduceOptions o_;
+  std::size_t esize_;
+  std::vector<std::byte> input_;
+  std::vector<std::byte> expected_;
+  std::vector<double> expected_avg_;
+};
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{4096}); }
+};
+using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
+Buffer make_buffer(std::size_t bytes) {
+  Buffer b(static_cast<std::byte*>(
+      ::operator new[](std::max<std::size_t>(bytes, 1), std::align_val_t{4096})));
+  std::memset(b.get(), 0, bytes);  // first touch outside the timed region
+  return b;
+}
+
+}  // namespace
+
+std::vector<Measurement> run_allreduce_bench(
+    const AllreduceOptions& o, const Communicator& comm,
+    const std::function<void(const std::vector<Measurement>&)>& on_size) {
+  const std::vector<Impl> impls = make_impls(o, comm);
+  const std::size_t esize = size_of(o.dtype);
+  const int p = comm.size();
+  MPI_Comm world = comm.mpi_comm();
+  const std::size_t max_count = o.max_bytes / esize;
+  Buffer send = make_buffer(max_count * esize);
+  Buffer recv = make_buffer(max_count * esize);
+  std::optional<Validator> validator;
+  if (o.validate)
+    validator.emplace(o, comm.rank(), p, max_count);
+  else {
+    // Any finite input: take the validation pattern's first values.
+    Validator(o, comm.rank(), 1, max_count).fill(send.get(), max_count);
+  }
+
+  std::vector<Measurement> all;
+  for (std::size_t bytes = std::max(o.min_bytes, esize); bytes <= o.max_bytes; bytes *= 2) {
+    const std::size_t count = bytes / esize;
+    const int iterations = iterations_for(o, bytes);
+    const int warmup = warmup_for(o, bytes);
+    std::vector<double> seconds(impls.size(), 0.0);
+    std::vector<int> valid(impls.size(), 1);
+
+    for (const Impl& impl : impls) {
+      for (int i = 0; i < warmup; ++i) impl.run(send.get(), recv.get(), count);
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      const int round_iters = iterations / kRounds + (round < iterations % kRounds ? 1 : 0);
+      for (std::size_t k = 0; k < impls.size(); ++k) {
+        // Alternate the order from round to round.
+        const std::size_t which = round % 2 == 0 ? k : impls.size() - 1 - k;
+        const Impl& impl = impls[which];
+        MPI_Barrier(world);
+        if (validator) {
+          for (int i = 0; i < round_iters; ++i) {
+            validator->fill(send.get(), count);
+            std::memset(recv.get(), 0xff, count * esize);
+            const double t0 = MPI_Wtime();
+            impl.run(send.get(), recv.get(), count);
+            seconds[which] += MPI_Wtime() - t0;
+            if (!validator->check(recv.get(), count)) valid[which] = 0;
+          }
+        } else {
+          const double t0 = MPI_Wtime();
+          for (int i = 0; i < round_iters; ++i) impl.run(send.get(), recv.get(), count);
+          seconds[which] += MPI_Wtime() - t0;
+        }
+      }
+    }
+
+    std::vector<Measurement> row;
+    for (std::size_t k = 0; k < impls.size(); ++k) {
+      double mean_us = seconds[k] * 1e6 / iterations;
+      double sum = 0, lo = 0, hi = 0;
+      int all_valid = 0;
+      MPI_Reduce(&mean_us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, world);
+      MPI_Reduce(&mean_us, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, world);
+      MPI_Reduce(&mean_us, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, world);
+      MPI_Reduce(&valid[k], &all_valid, 1, MPI_INT, MPI_MIN, 0, world);
+      Measurement m;
+      m.impl = impls[k].name;
+      m.algorithm = impls[k].algorithm;
+      m.bytes = bytes;
+      m.count = count;
+      m.avg_us = sum / p;
+      m.min_us = lo;
+      m.max_us = hi;
+      m.iterations = iterations;
+      m.busbw_gbps =
+          p > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 * (p - 1) / p / 1e9 : 0.0;
+      if (o.validate) m.validated = all_valid != 0;
+      row.push_back(m);
+    }
+    if (comm.rank() == 0) on_size(row);
+    all.insert(all.end(), row.begin(), row.end());
+  }
+  return all;
+}
+
+}  // namespace concord::bench

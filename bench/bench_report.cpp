@@ -1,0 +1,86 @@
+#include "bench_report.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace concord::bench {
+namespace {
+// OSU micro-benchmarks: sizes left-aligned in 10 columns, values in 18 with 2 decimals.
+constexpr int kSizeWidth = 10;
+constexpr int kFieldWidth = 18;
+
+std::string label(const Measurement& m) {
+  return m.impl == "concord" ? "concord:" + m.algorithm : m.impl;
+}
+}  // namespace
+
+void print_header(const AllreduceOptions& o, int ranks, const std::vector<Measurement>& first_row) {
+  std::string impls;
+  for (const Measurement& m : first_row) impls += (impls.empty() ? "" : ", ") + label(m);
+  fmt::print("# concord-bench allreduce: {} ranks, dtype {}, op {}{}\n", ranks, to_string(o.dtype),
+             to_string(o.op), o.validate ? ", validated" : "");
+  fmt::print("# Implementations, interleaved size by size: {}\n", impls);
+  std::string header =
+      fmt::format("{:<{}}{:>{}}", "# Size", kSizeWidth, "Avg Latency(us)", kFieldWidth);
+  if (o.full_stats) {
+    header += fmt::format("{:>{}}{:>{}}{:>{}}", "Min Latency(us)", kFieldWidth, "Max Latency(us)",
+                          kFieldWidth, "Iterations", kFieldWidth);
+  }
+  header += fmt::format("{:>{}}", "busbw(GB/s)", kFieldWidth);
+  if (o.validate) header += fmt::format("{:>{}}", "Validation", kFieldWidth);
+  header += fmt::format("  {}", "Impl");
+  if (first_row.size() > 1)
+    header += fmt::format("{:>{}}", fmt::format("/{}", label(first_row[0])), 26);
+  fmt::print("{}\n", header);
+  std::fflush(stdout);
+}
+
+void print_rows(const AllreduceOptions& o, const std::vector<Measurement>& row) {
+  for (const Measurement& m : row) {
+    std::string line = fmt::format("{:<{}}{:>{}.2f}", m.bytes, kSizeWidth, m.avg_us, kFieldWidth);
+    if (o.full_stats) {
+      line += fmt::format("{:>{}.2f}{:>{}.2f}{:>{}}", m.min_us, kFieldWidth, m.max_us, kFieldWidth,
+                          m.iterations, kFieldWidth);
+    }
+    line += fmt::format("{:>{}.2f}", m.busbw_gbps, kFieldWidth);
+    if (m.validated) line += fmt::format("{:>{}}", *m.validated ? "Pass" : "FAIL", kFieldWidth);
+    line += fmt::format("  {}", label(m));
+    if (row.size() > 1 && &m != &row[0]) {
+      line +=
+          fmt::format("{:>{}.2f}", m.avg_us / row[0].avg_us,
+                      26 - static_cast<int>(label(m).size()) + static_cast<int>(label(m).size()));
+    }
+    fmt::print("{}\n", line);
+  }
+  std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
+                const std::vector<Measurement>& all) {
+  nlohmann::json records = nlohmann::json::array();
+  for (const Measurement& m : all) {
+    records.push_back(
+        {{"impl", m.impl},
+         {"algorithm", m.algorithm},
+         {"dtype", std::string(to_string(o.dtype))},
+         {"op", std::string(to_string(o.op))},
+         {"ranks", ranks},
+         {"bytes", m.bytes},
+         {"count", m.count},
+         {"avg_us", m.avg_us},
+         {"min_us", m.min_us},
+         {"max_us", m.max_us},
+         {"iterations", m.iterations},
+         {"busbw_gbps", m.busbw_gbps},
+         {"validated", m.validated ? nlohmann::json(*m.validated) : nlohmann::json()}});
+  }
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("--json: cannot write " + path);
+  out << records.dump(1) << "\n";
+}
+
+}  // namespace concord::bench

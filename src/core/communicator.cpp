@@ -1,0 +1,101 @@
+// Communicator: MPI start-up, the private duplicate, topology.
+#include <concord/communicator.hpp>
+#include <concord/error.hpp>
+
+#include "core/communicator_state.hpp"
+#include "core/config.hpp"
+#include "core/mpi_check.hpp"
+
+#include <cstdlib>
+#include <mutex>
+
+namespace concord {
+namespace {
+
+void finalize_if_we_initialized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// Starts MPI when the application has not; then concord also ends it at exit.
+void ensure_mpi_initialized() {
+  detail::ensure_not_finalized("concord::Communicator");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  int provided = 0;
+  detail::check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
+                    "MPI_Init_thread");
+  std::atexit(finalize_if_we_initialized);
+}
+
+std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
+  detail::ensure_not_finalized("concord::Communicator");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    throw Error(ErrorCode::InvalidArgument, -1,
+                "concord::Communicator(MPI_Comm): MPI is not initialized; call MPI_Init or "
+                "use concord::Communicator::world()");
+  }
+  if (comm == MPI_COMM_NULL) {
+    throw Error(ErrorCode::InvalidArgument, detail::world_rank_or_unknown(),
+                "concord::Communicator(MPI_Comm): MPI_COMM_NULL is not a communicator");
+  }
+  auto state = std::make_shared<detail::CommunicatorState>();
+  MPI_Comm dup = MPI_COMM_NULL;
+  detail::check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
+  state->comm = detail::MpiComm(dup);
+  // Errors come back as codes that concord turns into concord::Error.
+  detail::check_mpi(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  detail::check_mpi(MPI_Comm_rank(dup, &state->rank), "MPI_Comm_rank");
+  detail::check_mpi(MPI_Comm_size(dup, &state->size), "MPI_Comm_size");
+  state->topology = detail::detect_topology(dup, detail::config().virtual_nodes);
+  return state;
+}
+
+}  // namespace
+
+Communicator::Communicator(std::shared_ptr<detail::CommunicatorState> state)
+    : state_(std::move(state)) {}
+
+Communicator::Communicator(MPI_Comm comm) : state_(make_state(comm)) {}
+
+Communicator Communicator::world() {
+  // One duplicate of MPI_COMM_WORLD per process: world() is collective only the
+  // first time it is called.
+  static std::mutex mutex;
+  static std::shared_ptr<detail::CommunicatorState> world_state;
+  std::lock_guard lock(mutex);
+  detail::ensure_not_finalized("concord::Communicator::world");
+  if (!world_state) {
+    ensure_mpi_initialized();
+    world_state = make_state(MPI_COMM_WORLD);
+  }
+  return Communicator(world_state);
+}
+
+int Communicator::rank() const {
+  return state_->rank;
+}
+int Communicator::size() const {
+  return state_->size;
+}
+int Communicator::local_rank() const {
+  return state_->topology.local_rank;
+}
+int Communicator::local_size() const {
+  return state_->topology.local_size;
+}
+int Communicator::node() const {
+  return state_->topology.node;
+}
+int Communicator::num_nodes() const {
+  return state_->topology.num_nodes;
+}
+MPI_Comm Communicator::mpi_comm() const {
+  return state_->comm.get();
+}
+
+}  // namespace concord

@@ -1,0 +1,28 @@
+// What a Communicator holds: its duplicate of the user's communicator and the topology.
+#pragma once
+
+#include "core/mpi_comm.hpp"
+
+namespace concord::detail {
+
+struct Topology {
+  int local_rank = 0;  // rank among the ranks of this (virtual) node
+  int local_size = 1;
+  int node = 0;  // index of this node, ordered by the lowest rank on each node
+  int num_nodes = 1;
+  MpiComm local;  // the ranks of this node
+  MpiComm cross;  // the ranks with the same local_rank, one per node
+};
+
+struct CommunicatorState {
+  MpiComm comm;  // concord's private duplicate; all data moves on it
+  int rank = 0;
+  int size = 1;
+  Topology topology;
+};
+
+// Builds the topology of `comm` (collective over it). `virtual_nodes` > 1 splits
+// each physical node into that many nodes of consecutive local ranks.
+Topology detect_topology(MPI_Comm comm, int virtual_nodes);
+
+}  // namespace concord::detail

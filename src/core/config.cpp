@@ -1,0 +1,71 @@
+#include "core/config.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+
+namespace concord::detail {
+namespace {
+
+[[noreturn]] void bad_value(const char* name, const std::string& value, const char* expected) {
+  throw Error(
+      ErrorCode::InvalidArgument, -1,
+      fmt::format("environment variable {}='{}' is invalid: expected {}", name, value, expected));
+}
+
+bool parse_bool(const char* name, const std::string& value) {
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off" || value.empty())
+    return false;
+  bad_value(name, value, "0/1, true/false, yes/no or on/off");
+}
+
+unsigned long long parse_unsigned(const char* name, const std::string& value,
+                                  unsigned long long min, unsigned long long max) {
+  unsigned long long result = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, result);
+  if (ec != std::errc() || ptr != end || result < min || result > max) {
+    bad_value(name, value, fmt::format("an integer in [{}, {}]", min, max).c_str());
+  }
+  return result;
+}
+
+}  // namespace
+
+Config parse_config(const EnvLookup& lookup) {
+  Config config;
+  if (auto v = lookup("CONCORD_ALLREDUCE_ALGORITHM"); v && !v->empty()) {
+    try {
+      config.algorithm_override = parse_algorithm(*v);
+    } catch (const Error&) {
+      bad_value("CONCORD_ALLREDUCE_ALGORITHM", *v,
+                "auto, ring, recursive_doubling, reduce_scatter_allgather or hierarchical");
+    }
+    if (config.algorithm_override == Algorithm::Auto) config.algorithm_override.reset();
+  }
+  if (auto v = lookup("CONCORD_CHECK_ARGS"))
+    config.check_args = parse_bool("CONCORD_CHECK_ARGS", *v);
+  if (auto v = lookup("CONCORD_RING_SEGMENT_BYTES"); v && !v->empty()) {
+    config.ring_segment_bytes = parse_unsigned("CONCORD_RING_SEGMENT_BYTES", *v, 64, 1ull << 30);
+  }
+  if (auto v = lookup("CONCORD_TUNING_FILE")) config.tuning_file = *v;
+  if (auto v = lookup("CONCORD_VIRTUAL_NODES"); v && !v->empty()) {
+    config.virtual_nodes = static_cast<int>(parse_unsigned("CONCORD_VIRTUAL_NODES", *v, 1, 4096));
+  }
+  return config;
+}
+
+const Config& config() {
+  static const Config instance = parse_config([](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  });
+  return instance;
+}
+
+}  // namespace concord::detail

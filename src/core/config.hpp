@@ -1,0 +1,36 @@
+// Run-time configuration: every CONCORD_* variable is parsed here and nowhere else.
+#pragma once
+
+#include <concord/types.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace concord::detail {
+
+struct Config {
+  // CONCORD_ALLREDUCE_ALGORITHM: replaces Algorithm::Auto (not an explicit choice).
+  std::optional<Algorithm> algorithm_override;
+  // CONCORD_CHECK_ARGS=1: every collective first checks that all ranks agree on
+  // count, dtype and op, and that none failed local validation.
+  bool check_args = false;
+  // CONCORD_RING_SEGMENT_BYTES: pipeline segment of the ring algorithm.
+  std::size_t ring_segment_bytes = 256 * 1024;
+  // CONCORD_TUNING_FILE: a JSON crossover table replacing the built-in one.
+  std::string tuning_file;
+  // CONCORD_VIRTUAL_NODES=k: split every physical node into k virtual nodes.
+  int virtual_nodes = 1;
+};
+
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+
+// Parses the variables through `lookup`; throws Error(InvalidArgument) naming the
+// variable and the accepted values on a bad value.
+Config parse_config(const EnvLookup& lookup);
+
+// The process's configuration from its environment, parsed once on first use.
+const Config& config();
+
+}  // namespace concord::detail

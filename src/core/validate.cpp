@@ -1,0 +1,106 @@
+#include "core/validate.hpp"
+
+#include "core/mpi_check.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+namespace concord::detail {
+namespace {
+
+bool known(DataType dtype) {
+  return static_cast<int>(dtype) >= 0 &&
+         static_cast<int>(dtype) <= static_cast<int>(DataType::Float64);
+}
+bool known(ReduceOp op) {
+  return static_cast<int>(op) >= 0 && static_cast<int>(op) <= static_cast<int>(ReduceOp::Avg);
+}
+
+std::string describe(const CallSignature& s) {
+  return fmt::format(
+      "count={}, dtype={}, op={}, algorithm={}", s.count, to_string(static_cast<DataType>(s.dtype)),
+      to_string(static_cast<ReduceOp>(s.op)), to_string(static_cast<Algorithm>(s.algorithm)));
+}
+
+}  // namespace
+
+void validate_buffers(const char* what, const void* send, const void* recv, std::size_t count,
+                      DataType dtype, ReduceOp op, int rank) {
+  auto fail = [&](const std::string& cause) {
+    throw Error(ErrorCode::InvalidArgument, rank, fmt::format("{}: {}", what, cause));
+  };
+  if (!known(dtype)) fail(fmt::format("unknown DataType value {}", static_cast<int>(dtype)));
+  if (!known(op)) fail(fmt::format("unknown ReduceOp value {}", static_cast<int>(op)));
+  if (!is_supported(dtype, op)) {
+    fail(
+        fmt::format("op {} is not defined for dtype {}: average needs a floating-point type "
+                    "(reduce with sum and divide instead)",
+                    to_string(op), to_string(dtype)));
+  }
+  if (count == 0) return;
+  if (send == nullptr) fail(fmt::format("send buffer is null but count is {}", count));
+  if (recv == nullptr) fail(fmt::format("recv buffer is null but count is {}", count));
+  const std::size_t esize = size_of(dtype);
+#if MPI_VERSION >= 4
+  const std::size_t max_bytes = PTRDIFF_MAX;
+#else
+  const std::size_t max_bytes = INT_MAX;
+#endif
+  if (count > max_bytes / esize) {
+    fail(
+        fmt::format("count {} of {} ({} bytes each) exceeds the {} bytes MPI can address in one "
+                    "buffer",
+                    count, to_string(dtype), esize, max_bytes));
+  }
+  const std::size_t bytes = count * esize;
+  const auto s = reinterpret_cast<std::uintptr_t>(send);
+  const auto r = reinterpret_cast<std::uintptr_t>(recv);
+  if (s != r && s < r + bytes && r < s + bytes) {
+    fail(
+        "send and recv buffers overlap without being the same buffer; pass the same pointer "
+        "for in-place or use disjoint buffers");
+  }
+}
+
+void check_agreement(const char* what, const CallSignature& mine, bool locally_valid,
+                     const Communicator& comm) {
+  const int size = comm.size();
+  const std::int64_t row[5] = {static_cast<std::int64_t>(mine.count), mine.dtype, mine.op,
+                               mine.algorithm, locally_valid ? 1 : 0};
+  std::vector<std::int64_t> all(static_cast<std::size_t>(5 * size));
+  check_mpi(MPI_Allgather(row, 5, MPI_INT64_T, all.data(), 5, MPI_INT64_T, comm.mpi_comm()),
+            "MPI_Allgather", comm.rank());
+  auto signature_of = [&](int r) {
+    const std::int64_t* v = &all[static_cast<std::size_t>(5 * r)];
+    return CallSignature{static_cast<std::uint64_t>(v[0]), v[1], v[2], v[3]};
+  };
+  std::vector<int> failed;
+  for (int r = 0; r < size; ++r) {
+    if (all[static_cast<std::size_t>(5 * r + 4)] == 0) failed.push_back(r);
+  }
+  if (!failed.empty()) {
+    if (!locally_valid) return;  // the caller throws its own, more precise error
+    throw Error(ErrorCode::Mismatch, comm.rank(),
+                fmt::format("{}: rank(s) {} rejected their arguments (see the error on those "
+                            "ranks); no data was moved",
+                            what, fmt::join(failed, ", ")));
+  }
+  const CallSignature reference = signature_of(0);
+  for (int r = 1; r < size; ++r) {
+    const CallSignature other = signature_of(r);
+    if (other.count != reference.count || other.dtype != reference.dtype ||
+        other.op != reference.op || other.algorithm != reference.algorithm) {
+      throw Error(ErrorCode::Mismatch, comm.rank(),
+                  fmt::format("{}: ranks disagree: rank {} passed {}, but rank 0 passed {}", what,
+                              r, describe(other), describe(reference)));
+    }
+  }
+}
+
+}  // namespace concord::detail

@@ -1,0 +1,34 @@
+// Argument checks shared by the collectives' public entry points.
+#pragma once
+
+#include <concord/communicator.hpp>
+#include <concord/types.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace concord::detail {
+
+// What every rank passed to one collective call; compared across ranks when
+// CONCORD_CHECK_ARGS=1.
+struct CallSignature {
+  std::uint64_t count;
+  std::int64_t dtype;
+  std::int64_t op;
+  std::int64_t algorithm;  // as resolved, so ranks disagreeing on configuration are caught too
+};
+
+// Throws Error(InvalidArgument) for null buffers with count > 0, unknown enum
+// values, an op the dtype does not support, byte counts MPI cannot address, and
+// send/recv ranges that overlap without being identical.
+void validate_buffers(const char* what, const void* send, const void* recv, std::size_t count,
+                      DataType dtype, ReduceOp op, int rank);
+
+// Collective: every rank shares its signature and whether its own validation
+// failed. Throws on every rank (Error(Mismatch)) if any rank failed or any
+// signature differs from rank 0's, naming the ranks and both values. The
+// caller then rethrows its own local error, if any.
+void check_agreement(const char* what, const CallSignature& mine, bool locally_valid,
+                     const Communicator& comm);
+
+}  // namespace concord::detail

@@ -1,0 +1,42 @@
+// After MPI_Finalize every entry point throws Error(Finalized), and communicators
+// created before it are destroyed without touching MPI.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <concord/concord.hpp>
+
+#include <optional>
+
+namespace {
+std::optional<concord::Communicator> g_before_finalize;
+}
+
+TEST_CASE("allreduce after MPI_Finalize throws Error(Finalized)") {
+  float x = 1.0f;
+  try {
+    concord::allreduce(&x, &x, 1, concord::DataType::Float32, concord::ReduceOp::Sum,
+                       *g_before_finalize);
+    FAIL("no error");
+  } catch (const concord::Error& e) {
+    CHECK(e.code() == concord::ErrorCode::Finalized);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("MPI_Finalize"));
+  }
+}
+
+TEST_CASE("Communicator::world() after MPI_Finalize throws Error(Finalized)") {
+  try {
+    concord::Communicator::world();
+    FAIL("no error");
+  } catch (const concord::Error& e) {
+    CHECK(e.code() == concord::ErrorCode::Finalized);
+  }
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  g_before_finalize.emplace(MPI_COMM_WORLD);
+  MPI_Finalize();
+  int failures = Catch::Session().run(argc, argv);
+  g_before_finalize.reset();  // must not call MPI_Comm_free now
+  return failures == 0 ? 0 : 1;
+}

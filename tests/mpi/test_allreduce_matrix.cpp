@@ -1,0 +1,109 @@
+// Every algorithm x dtype x op x count x in/out-of-place against a serial
+// reference computed from inputs every rank can derive.
+#include <catch2/catch.hpp>
+
+#include <concord/concord.hpp>
+
+#include "mpi/test_support.hpp"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace concord;
+using namespace concord::test;
+
+struct Variant {
+  Algorithm algorithm;
+  std::size_t ring_segment_bytes;  // 0: default
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  for (Algorithm a : all_algorithms()) v.push_back({a, 0});
+  // A small segment so the ring's pipeline runs many segments per block.
+  v.push_back({Algorithm::Ring, 1024});
+  return v;
+}
+
+std::vector<std::size_t> counts_for(int ranks) {
+  std::vector<std::size_t> counts{0, 1, 2, 3, 7, 1023, 65537};
+  // The largest count only on up to 4 ranks: the suite runs on 2 cores.
+  if (ranks <= 4) counts.push_back((std::size_t{1} << 20) + 3);
+  return counts;
+}
+
+// Index of the first element that differs from the expectation, or count if none.
+std::size_t first_mismatch(const std::vector<std::byte>& got,
+                           const std::vector<std::byte>& expected, const std::vector<double>& exact,
+                           std::size_t count, DataType dtype, ReduceOp op) {
+  const std::size_t esize = size_of(dtype);
+  if (count == 0) return 0;
+  if (op != ReduceOp::Avg) {
+    if (std::memcmp(got.data(), expected.data(), count * esize) == 0) return count;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (std::memcmp(&got[i * esize], &expected[i * esize], esize) != 0) return i;
+    }
+    return count;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const double v = load(&got[i * esize], dtype);
+    if (!(std::fabs(v - exact[i]) <= avg_tolerance(dtype, exact[i]))) return i;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op and count",
+          "[matrix]") {
+  Communicator comm = Communicator::world();
+  const int rank = comm.rank();
+  const int ranks = comm.size();
+
+  for (DataType dtype : all_dtypes()) {
+    const std::size_t esize = size_of(dtype);
+    for (ReduceOp op : all_ops()) {
+      if (!is_supported(dtype, op)) continue;
+      for (std::size_t count : counts_for(ranks)) {
+        std::vector<std::byte> input(count * esize);
+        std::vector<std::byte> expected(count * esize);
+        std::vector<double> exact(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          store(&input[i * esize], dtype, input_value(rank, i, dtype, op));
+          exact[i] = reference_value(ranks, i, dtype, op);
+          if (op != ReduceOp::Avg) store(&expected[i * esize], dtype, exact[i]);
+        }
+        for (const Variant& variant : variants()) {
+          for (bool in_place : {false, true}) {
+            INFO("ranks=" << ranks << " dtype=" << to_string(dtype) << " op=" << to_string(op)
+                          << " count=" << count << " algorithm=" << to_string(variant.algorithm)
+                          << " segment=" << variant.ring_segment_bytes << " in_place=" << in_place);
+            std::vector<std::byte> send = input;
+            std::vector<std::byte> recv(count * esize, std::byte{0x5a});
+            AllreduceOptions options;
+            options.algorithm = variant.algorithm;
+            options.ring_segment_bytes = variant.ring_segment_bytes;
+            if (in_place) {
+              allreduce(send.data(), send.data(), count, dtype, op, comm, options);
+              recv.swap(send);
+            } else {
+              allreduce(send.data(), recv.data(), count, dtype, op, comm, options);
+              CHECK(send == input);  // the send buffer is left alone
+            }
+            const std::size_t bad = first_mismatch(recv, expected, exact, count, dtype, op);
+            if (bad != count) {
+              INFO("first wrong element " << bad << ": got " << load(&recv[bad * esize], dtype)
+                                          << ", expected " << exact[bad]);
+              CHECK(bad == count);
+            } else {
+              CHECK(bad == count);
+            }
+          }
+        }
+      }
+    }
+  }
+}

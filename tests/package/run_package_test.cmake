@@ -1,0 +1,34 @@
+# Installs concord into a scratch prefix, then builds and runs a separate project
+# against it twice: through find_package(concord) and through pkg-config.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  message(STATUS "${out}")
+endfunction()
+
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+# CMake package.
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/package/consumer -B ${WORK_DIR}/consumer
+    -DCMAKE_PREFIX_PATH=${prefix} -DMPI_C_COMPILER=${MPI_C_COMPILER})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
+run(${MPIEXEC} -n 2 ${WORK_DIR}/consumer/consumer)
+
+# pkg-config.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+find_program(CXX_COMPILER NAMES c++ g++ REQUIRED)
+set(ENV{PKG_CONFIG_PATH} "${prefix}/lib/pkgconfig:${prefix}/lib64/pkgconfig")
+execute_process(COMMAND ${PKG_CONFIG} --cflags --libs concord OUTPUT_VARIABLE flags
+                RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pkg-config cannot find concord in ${prefix}")
+endif()
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run(${CXX_COMPILER} -std=c++20 ${SOURCE_DIR}/tests/package/consumer/consumer.cpp ${flags}
+    -Wl,-rpath,${prefix}/lib -o ${WORK_DIR}/consumer_pkgconfig)
+run(${MPIEXEC} -n 2 ${WORK_DIR}/consumer_pkgconfig)

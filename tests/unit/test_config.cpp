@@ -1,0 +1,65 @@
+#include <catch2/catch.hpp>
+
+#include <concord/error.hpp>
+
+#include "core/config.hpp"
+
+#include <map>
+#include <string>
+
+using concord::Algorithm;
+using concord::Error;
+using concord::detail::parse_config;
+
+namespace {
+concord::detail::EnvLookup env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+}  // namespace
+
+TEST_CASE("defaults when nothing is set", "[config]") {
+  auto c = parse_config(env({}));
+  CHECK_FALSE(c.algorithm_override.has_value());
+  CHECK_FALSE(c.check_args);
+  CHECK(c.ring_segment_bytes == 256 * 1024);
+  CHECK(c.tuning_file.empty());
+  CHECK(c.virtual_nodes == 1);
+}
+
+TEST_CASE("variables are parsed", "[config]") {
+  auto c = parse_config(env({{"CONCORD_ALLREDUCE_ALGORITHM", "recursive_doubling"},
+                             {"CONCORD_CHECK_ARGS", "1"},
+                             {"CONCORD_RING_SEGMENT_BYTES", "65536"},
+                             {"CONCORD_TUNING_FILE", "/tmp/table.json"},
+                             {"CONCORD_VIRTUAL_NODES", "2"}}));
+  CHECK(c.algorithm_override == Algorithm::RecursiveDoubling);
+  CHECK(c.check_args);
+  CHECK(c.ring_segment_bytes == 65536);
+  CHECK(c.tuning_file == "/tmp/table.json");
+  CHECK(c.virtual_nodes == 2);
+  CHECK_FALSE(parse_config(env({{"CONCORD_ALLREDUCE_ALGORITHM", "auto"}})).algorithm_override);
+  CHECK_FALSE(parse_config(env({{"CONCORD_CHECK_ARGS", "off"}})).check_args);
+}
+
+TEST_CASE("bad values name the variable and what is accepted", "[config]") {
+  auto message = [](std::map<std::string, std::string> vars) {
+    try {
+      parse_config(env(std::move(vars)));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using Catch::Matchers::Contains;
+  CHECK_THAT(message({{"CONCORD_ALLREDUCE_ALGORITHM", "tree"}}),
+             Contains("CONCORD_ALLREDUCE_ALGORITHM='tree'") && Contains("recursive_doubling"));
+  CHECK_THAT(message({{"CONCORD_CHECK_ARGS", "maybe"}}), Contains("CONCORD_CHECK_ARGS"));
+  CHECK_THAT(message({{"CONCORD_RING_SEGMENT_BYTES", "12k"}}),
+             Contains("CONCORD_RING_SEGMENT_BYTES") && Contains("integer"));
+  CHECK_THAT(message({{"CONCORD_RING_SEGMENT_BYTES", "1"}}), Contains("[64,"));
+  CHECK_THAT(message({{"CONCORD_VIRTUAL_NODES", "0"}}), Contains("CONCORD_VIRTUAL_NODES"));
+}

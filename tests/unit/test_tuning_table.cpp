@@ -1,0 +1,60 @@
+#include <catch2/catch.hpp>
+
+#include <concord/error.hpp>
+
+#include "collectives/tuning_table.hpp"
+
+using concord::Algorithm;
+using concord::detail::TuningTable;
+
+TEST_CASE("the first rule covering the rank count and size wins", "[tuning]") {
+  auto table = TuningTable::parse(R"({"rules": [
+      {"max_ranks": 2, "algorithms": [{"max_bytes": 1024, "algorithm": "recursive_doubling"},
+                                      {"max_bytes": null, "algorithm": "ring"}]},
+      {"max_ranks": null, "algorithms": [{"max_bytes": 4096, "algorithm": "recursive_doubling"},
+                                         {"max_bytes": null, "algorithm": "reduce_scatter_allgather"}]}]})",
+                                  "test");
+  CHECK(table.choose(1024, 2) == Algorithm::RecursiveDoubling);
+  CHECK(table.choose(1025, 2) == Algorithm::Ring);
+  CHECK(table.choose(4096, 3) == Algorithm::RecursiveDoubling);
+  CHECK(table.choose(1 << 30, 64) == Algorithm::ReduceScatterAllgather);
+}
+
+TEST_CASE("malformed tables are rejected with the reason", "[tuning]") {
+  auto message = [](const char* json) {
+    try {
+      TuningTable::parse(json, "my.json");
+    } catch (const concord::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using Catch::Matchers::Contains;
+  CHECK_THAT(message("{"), Contains("my.json") && Contains("not valid JSON"));
+  CHECK_THAT(message(R"({"rules": []})"), Contains("non-empty"));
+  CHECK_THAT(
+      message(
+          R"({"rules": [{"max_ranks": null, "algorithms": [{"max_bytes": 5, "algorithm": "ring"}]}]})"),
+      Contains("max_bytes\": null"));
+  CHECK_THAT(
+      message(
+          R"({"rules": [{"max_ranks": 4, "algorithms": [{"max_bytes": null, "algorithm": "ring"}]}]})"),
+      Contains("max_ranks\": null"));
+  CHECK_THAT(
+      message(
+          R"({"rules": [{"max_ranks": null, "algorithms": [{"max_bytes": null, "algorithm": "tree"}]}]})"),
+      Contains("tree"));
+  CHECK_THAT(
+      message(
+          R"({"rules": [{"max_ranks": null, "algorithms": [{"max_bytes": null, "algorithm": "auto"}]}]})"),
+      Contains("auto"));
+}
+
+TEST_CASE("the built-in table parses and covers every size", "[tuning]") {
+  const TuningTable& table = TuningTable::built_in();
+  for (int ranks : {2, 3, 4, 8, 1000}) {
+    for (std::size_t bytes : {std::size_t{4}, std::size_t{1} << 20, std::size_t{1} << 34}) {
+      CHECK(table.choose(bytes, ranks) != Algorithm::Auto);
+    }
+  }
+}
