@@ -12,6 +12,7 @@ enum class ErrorCode {
   MpiError = 3,         // an MPI call failed; the message carries MPI's error string
   Finalized = 4,        // called after MPI_Finalize
   Internal = 5,         // a broken invariant inside concord: please report it
+  SystemError = 6,      // an operating-system call failed (e.g. shared memory); names the call
 };
 
 std::string_view to_string(ErrorCode code) noexcept;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "reduce/reduce_kernels.hpp"
+#include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"
 
 #include <concord/types.hpp>
@@ -22,6 +23,31 @@ void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec
 void allreduce_recursive_doubling(Transport& t, void* buf, std::size_t count,
                                   const ReduceSpec& spec);
 void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const ReduceSpec& spec);
+
+// One of the three algorithms above, by name (Ring, RecursiveDoubling or
+// ReduceScatterAllgather), in place on `buf`.
+void allreduce_flat(Algorithm algorithm, Transport& t, void* buf, std::size_t count,
+                    const ReduceSpec& spec, std::size_t ring_segment_bytes);
+
+// Among the ranks of one node, through shared memory: src and dst may be the
+// same buffer. Messages up to `direct_bytes` (and one region) take the
+// one-synchronisation path where every rank reduces everything; larger ones are
+// reduce-scattered and allgathered region by region.
+void allreduce_shared(SharedArena& node, const void* src, void* dst, std::size_t count,
+                      const ReduceSpec& spec, std::size_t direct_bytes);
+
+// Two levels: the node's ranks reduce-scatter through shared memory into
+// `shard_owners` shards (the smallest node's rank count, so every node has an
+// owner for each), each shard is allreduced across nodes among its owners over
+// `cross` (the ranks with the same local rank) with `inter_node`, then the
+// node's ranks allgather. `node` is null on a node with a single rank.
+struct InterNodeStep {
+  Transport& cross;
+  Algorithm (*choose)(std::size_t bytes, int ranks);  // flat algorithm for a shard
+  std::size_t ring_segment_bytes;
+};
+void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
+                            const void* src, void* dst, std::size_t count, const ReduceSpec& spec);
 
 // Message tags, one per algorithm so a stray message can never be mistaken for
 // another algorithm's.

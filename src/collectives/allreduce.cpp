@@ -1,9 +1,10 @@
-// The public blocking allreduce: validate, pick an algorithm, run it on the MPI
-// transport, average.
+// The public blocking allreduce: validate, pick an algorithm, run it on its
+// transports, average.
 #include <concord/allreduce.hpp>
 #include <concord/error.hpp>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/node_arena.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/communicator_state.hpp"
 #include "core/config.hpp"
@@ -40,8 +41,11 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
     local_error = e;
   }
   const std::size_t bytes = local_error ? 0 : count * size_of(dtype);
+  const detail::Topology& topo = comm.state().topology;
+  const bool share_a_node = config.shm && topo.max_local_size > 1;
   const Algorithm algorithm =
-      local_error ? Algorithm::Auto : detail::resolve_algorithm(options.algorithm, bytes, size);
+      local_error ? Algorithm::Auto
+                  : detail::resolve_algorithm(options.algorithm, bytes, size, share_a_node);
   if (config.check_args) {
     detail::check_agreement(kWhat,
                             {count, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(op),
@@ -51,25 +55,38 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
   if (local_error) throw *local_error;
   if (count == 0) return;
 
-  if (send != recv) std::memcpy(recv, send, bytes);
-  if (size == 1) return;  // the average over one rank is the input itself
+  if (size == 1) {
+    if (send != recv) std::memcpy(recv, send, bytes);
+    return;  // the average over one rank is the input itself
+  }
 
-  detail::MpiTransport transport(comm.mpi_comm());
   const detail::ReduceSpec spec{size_of(dtype), detail::reduce_kernel(dtype, op)};
-  switch (algorithm) {
-    case Algorithm::RecursiveDoubling:
-      detail::allreduce_recursive_doubling(transport, recv, count, spec);
-      break;
-    case Algorithm::ReduceScatterAllgather:
-      detail::allreduce_rabenseifner(transport, recv, count, spec);
-      break;
-    case Algorithm::Ring:
-    default: {
-      const std::size_t segment =
-          options.ring_segment_bytes != 0 ? options.ring_segment_bytes : config.ring_segment_bytes;
-      detail::allreduce_ring(transport, recv, count, spec, segment);
-      break;
+  const std::size_t segment =
+      options.ring_segment_bytes != 0 ? options.ring_segment_bytes : config.ring_segment_bytes;
+  bool done = false;
+  if (algorithm == Algorithm::Hierarchical && share_a_node) {
+    const detail::CommunicatorState& state = comm.state();
+    detail::SharedArena* arena = detail::node_arena(state);  // collective the first time
+    if (state.arena_everywhere) {
+      if (topo.num_nodes == 1) {
+        detail::allreduce_shared(*arena, send, recv, count, spec, config.shm_direct_bytes);
+      } else {
+        detail::MpiTransport cross(topo.cross.get());
+        const detail::InterNodeStep inter{cross, &detail::choose_flat_algorithm, segment};
+        detail::allreduce_hierarchical(arena, topo.min_local_size, inter, send, recv, count, spec);
+      }
+      done = true;
     }
+  }
+  if (!done) {
+    // Flat algorithms, and Hierarchical without shared memory (no two ranks
+    // share a node, or CONCORD_SHM=0, or set-up failed): point-to-point over MPI.
+    if (send != recv) std::memcpy(recv, send, bytes);
+    const Algorithm flat = algorithm == Algorithm::Hierarchical
+                               ? detail::choose_flat_algorithm(bytes, size)
+                               : algorithm;
+    detail::MpiTransport transport(comm.mpi_comm());
+    detail::allreduce_flat(flat, transport, recv, count, spec, segment);
   }
   if (op == ReduceOp::Avg) detail::scale(recv, count, dtype, 1.0 / size);
 }

@@ -110,15 +110,20 @@ const TuningTable& active_tuning_table() {
   return table;
 }
 
-Algorithm resolve_algorithm(Algorithm requested, std::size_t bytes, int ranks) {
+Algorithm choose_flat_algorithm(std::size_t bytes, int ranks) {
+  const Algorithm algorithm = active_tuning_table().choose(bytes, ranks);
+  return algorithm == Algorithm::Hierarchical ? Algorithm::Ring : algorithm;
+}
+
+Algorithm resolve_algorithm(Algorithm requested, std::size_t bytes, int ranks,
+                            bool ranks_share_a_node) {
   Algorithm algorithm = requested;
   if (algorithm == Algorithm::Auto) {
     algorithm = config().algorithm_override.value_or(Algorithm::Auto);
   }
-  if (algorithm == Algorithm::Auto) algorithm = active_tuning_table().choose(bytes, ranks);
-  if (algorithm == Algorithm::Hierarchical) {
-    algorithm = active_tuning_table().choose(bytes, ranks);
-    if (algorithm == Algorithm::Hierarchical) algorithm = Algorithm::Ring;
+  if (algorithm == Algorithm::Auto) {
+    algorithm =
+        ranks_share_a_node ? Algorithm::Hierarchical : active_tuning_table().choose(bytes, ranks);
   }
   return algorithm;
 }

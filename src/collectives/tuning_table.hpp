@@ -41,9 +41,13 @@ class TuningTable {
 // The table in force: CONCORD_TUNING_FILE if set, else the built-in; loaded once.
 const TuningTable& active_tuning_table();
 
-// What actually runs for `requested` at this size and rank count: never Auto.
-// Hierarchical runs as the best flat algorithm until the shared-memory
-// transport lands (issue 2); results are the same.
-Algorithm resolve_algorithm(Algorithm requested, std::size_t bytes, int ranks);
+// What `requested` means at this size and rank count: never Auto. Auto picks
+// Hierarchical whenever ranks share a node (`ranks_share_a_node`, the same on
+// every rank) and the table's flat algorithm otherwise.
+Algorithm resolve_algorithm(Algorithm requested, std::size_t bytes, int ranks,
+                            bool ranks_share_a_node);
+
+// The table's choice among the flat algorithms (Ring where it names Hierarchical).
+Algorithm choose_flat_algorithm(std::size_t bytes, int ranks);
 
 }  // namespace concord::detail

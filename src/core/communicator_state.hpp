@@ -3,6 +3,8 @@
 
 #include "core/mpi_comm.hpp"
 
+#include <memory>
+
 namespace concord::detail {
 
 struct Topology {
@@ -12,13 +14,24 @@ struct Topology {
   int num_nodes = 1;
   MpiComm local;  // the ranks of this node
   MpiComm cross;  // the ranks with the same local_rank, one per node
+  // Over all nodes of the communicator (the same on every rank).
+  int min_local_size = 1;
+  int max_local_size = 1;
 };
+
+class SharedArena;
 
 struct CommunicatorState {
   MpiComm comm;  // concord's private duplicate; all data moves on it
   int rank = 0;
   int size = 1;
   Topology topology;
+  // The node's shared-memory arena, made by the first collective that needs it
+  // (collectives/node_arena.cpp); null when that failed or is switched off.
+  // Collectives on one communicator are serialised, as in MPI.
+  mutable std::shared_ptr<SharedArena> arena;
+  mutable bool arena_attempted = false;
+  mutable bool arena_everywhere = false;  // every rank sharing a node has one
 };
 
 // Builds the topology of `comm` (collective over it). `virtual_nodes` > 1 splits

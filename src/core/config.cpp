@@ -56,6 +56,13 @@ Config parse_config(const EnvLookup& lookup) {
   if (auto v = lookup("CONCORD_VIRTUAL_NODES"); v && !v->empty()) {
     config.virtual_nodes = static_cast<int>(parse_unsigned("CONCORD_VIRTUAL_NODES", *v, 1, 4096));
   }
+  if (auto v = lookup("CONCORD_SHM"); v && !v->empty()) config.shm = parse_bool("CONCORD_SHM", *v);
+  if (auto v = lookup("CONCORD_SHM_REGION_BYTES"); v && !v->empty()) {
+    config.shm_region_bytes = parse_unsigned("CONCORD_SHM_REGION_BYTES", *v, 256, 1ull << 30);
+  }
+  if (auto v = lookup("CONCORD_SHM_DIRECT_BYTES"); v && !v->empty()) {
+    config.shm_direct_bytes = parse_unsigned("CONCORD_SHM_DIRECT_BYTES", *v, 0, 1ull << 30);
+  }
   return config;
 }
 

@@ -1,4 +1,5 @@
-// Run-time configuration: every CONCORD_* variable is parsed here and nowhere else.
+// Run-time configuration: every CONCORD_* variable is parsed here, except
+// CONCORD_REDUCE_ISA, which the reduction layer reads when it picks its table.
 #pragma once
 
 #include <concord/types.hpp>
@@ -22,6 +23,15 @@ struct Config {
   std::string tuning_file;
   // CONCORD_VIRTUAL_NODES=k: split every physical node into k virtual nodes.
   int virtual_nodes = 1;
+  // CONCORD_SHM=0: no shared-memory transport; Hierarchical and Auto then use
+  // the flat algorithms over MPI.
+  bool shm = true;
+  // CONCORD_SHM_REGION_BYTES: size of each of a rank's four shared-memory
+  // regions, i.e. the data one round of the shared-memory allreduce moves.
+  std::size_t shm_region_bytes = 256 * 1024;
+  // CONCORD_SHM_DIRECT_BYTES: messages up to this size take the
+  // one-synchronisation shared-memory path.
+  std::size_t shm_direct_bytes = 8192;
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;

@@ -17,6 +17,8 @@ std::string_view to_string(ErrorCode code) noexcept {
       return "MPI finalized";
     case ErrorCode::Internal:
       return "internal error";
+    case ErrorCode::SystemError:
+      return "system error";
   }
   return "unknown error";
 }

@@ -55,6 +55,11 @@ Topology detect_topology(MPI_Comm comm, int virtual_nodes) {
   check_mpi(MPI_Bcast(node_info, 2, MPI_INT, 0, topo.local.get()), "MPI_Bcast", rank);
   topo.node = node_info[0];
   topo.num_nodes = node_info[1];
+
+  int sizes[2] = {-topo.local_size, topo.local_size};  // min as -max of negatives
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, comm), "MPI_Allreduce", rank);
+  topo.min_local_size = -sizes[0];
+  topo.max_local_size = sizes[1];
   return topo;
 }
 

@@ -1,0 +1,73 @@
+// Two-level allreduce: shared memory inside a node, point-to-point across nodes.
+//
+// The message is split into `shard_owners` contiguous shards. Within each node,
+// shard j is reduce-scattered to local rank j through shared memory (in
+// region-sized rounds, each round taking the same slice of every shard); local
+// rank j then allreduces shard j with the local ranks j of the other nodes; and
+// the node allgathers the shards. Inter-node traffic is the message once per
+// node instead of once per rank, and every local rank drives one shard in
+// parallel. Nodes may have different rank counts: the shard count is the
+// smallest node's, and the extra ranks only contribute and receive.
+#include "collectives/algorithms.hpp"
+#include "collectives/block_partition.hpp"
+#include "collectives/shared_rounds.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace concord::detail {
+namespace {
+
+// Round `round` takes the slice [round*slice, (round+1)*slice) of every shard.
+void slice_pieces(const BlockPartition& shards, std::size_t round, std::size_t slice,
+                  std::vector<Piece>& pieces) {
+  for (std::size_t j = 0; j < pieces.size(); ++j) {
+    const std::size_t begin = std::min(round * slice, shards.size(j));
+    const std::size_t end = std::min(begin + slice, shards.size(j));
+    pieces[j] = {shards.offset(j) + begin, end - begin};
+  }
+}
+
+}  // namespace
+
+void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
+                            const void* src, void* dst, std::size_t count, const ReduceSpec& spec) {
+  const auto owners = static_cast<std::size_t>(shard_owners);
+  const BlockPartition shards(count, owners);
+  const std::size_t local_rank = node != nullptr ? static_cast<std::size_t>(node->rank()) : 0;
+
+  if (node == nullptr) {
+    if (src != dst) std::memcpy(dst, src, count * spec.elem_size);
+  } else {
+    SharedRounds rounds(*node, spec);
+    const std::size_t slice = std::max<std::size_t>(1, rounds.region_elements() / owners);
+    const std::size_t num_rounds = (shards.size(0) + slice - 1) / slice;  // shard 0 is largest
+    std::vector<Piece> pieces(owners);
+    for (std::size_t r = 0; r < num_rounds; ++r) {
+      slice_pieces(shards, r, slice, pieces);
+      rounds.reduce_scatter(src, dst, pieces);
+    }
+  }
+
+  if (local_rank < owners && shards.size(local_rank) != 0 && inter_node.cross.size() > 1) {
+    const std::size_t shard_count = shards.size(local_rank);
+    void* shard = static_cast<std::byte*>(dst) + shards.offset(local_rank) * spec.elem_size;
+    const Algorithm algorithm =
+        inter_node.choose(shard_count * spec.elem_size, inter_node.cross.size());
+    allreduce_flat(algorithm, inter_node.cross, shard, shard_count, spec,
+                   inter_node.ring_segment_bytes);
+  }
+
+  if (node != nullptr) {
+    SharedRounds rounds(*node, spec);
+    const std::size_t slice = std::max<std::size_t>(1, rounds.region_elements() / owners);
+    const std::size_t num_rounds = (shards.size(0) + slice - 1) / slice;
+    std::vector<Piece> pieces(owners);
+    for (std::size_t r = 0; r < num_rounds; ++r) {
+      slice_pieces(shards, r, slice, pieces);
+      rounds.allgather(dst, pieces);
+    }
+  }
+}
+
+}  // namespace concord::detail

@@ -1,0 +1,65 @@
+// The building blocks of the shared-memory allreduce: rounds over a SharedArena.
+//
+// Every rank keeps one progress counter. Round r (counted per arena, across calls)
+// uses input region r%2 and result region 2 + r%2, and moves the counter through
+//   3r+1  my inputs for round r are in my input region
+//   3r+2  my reduced piece for round r is in my result region
+//   3r+3  I have finished reading everyone's regions of round r
+// A rank may write its regions for round r once every peer has reached 3(r-2)+3:
+// nobody reads round r-2's buffers any more. Two buffers let a rank fill round
+// r+1 while slower peers still read round r; no MPI call is made on this path.
+#pragma once
+
+#include "collectives/algorithms.hpp"
+#include "transport/shared_arena.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace concord::detail {
+
+// A range of the message, in elements.
+struct Piece {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
+class SharedRounds {
+ public:
+  SharedRounds(SharedArena& arena, const ReduceSpec& spec) : arena_(arena), spec_(spec) {}
+
+  // Elements of this dtype that fit in one region.
+  std::size_t region_elements() const { return arena_.region_bytes() / spec_.elem_size; }
+
+  // Small messages, count <= region_elements(): every rank reduces the whole
+  // vector from every rank's input, in rank order (so every rank gets the same
+  // bits). One synchronisation.
+  void direct(const void* src, void* dst, std::size_t count);
+
+  // pieces[j] is reduced by the rank j of the arena (ranks >= pieces.size() own
+  // none and only contribute). The sum of the piece counts must fit in a region.
+  //
+  // reduce_scatter: the owner's piece of dst holds the reduction over the arena.
+  void reduce_scatter(const void* src, void* dst, const std::vector<Piece>& pieces);
+  // allgather: every rank's dst gets each owner's piece of dst.
+  void allgather(void* dst, const std::vector<Piece>& pieces);
+  // Both in one round: every rank's dst gets every piece reduced.
+  void allreduce(const void* src, void* dst, const std::vector<Piece>& pieces);
+
+ private:
+  std::uint64_t begin_round();
+  void wait_all(std::uint64_t value) const;
+  // Copies every piece but the caller's own from src into its input region.
+  void contribute(std::uint64_t round, const std::byte* src, const std::vector<Piece>& pieces);
+  // Reduces the caller's piece from src (its own input) and every peer's input
+  // region into out.
+  void reduce_own_piece(std::uint64_t round, const std::byte* src, std::byte* out,
+                        const std::vector<Piece>& pieces);
+  std::size_t region_offset(const std::vector<Piece>& pieces, std::size_t piece) const;
+
+  SharedArena& arena_;
+  ReduceSpec spec_;
+};
+
+}  // namespace concord::detail

@@ -1,0 +1,221 @@
+#include "transport/shm_arena.hpp"
+
+#include "core/mpi_check.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace concord::detail {
+namespace {
+
+// The counter gets a line pair of its own: peers poll it while its owner writes
+// its regions, and the adjacent-line prefetcher works in 128-byte pairs.
+constexpr std::size_t kCounterBytes = 128;
+constexpr std::size_t kAlign = 64;
+
+std::size_t round_up(std::size_t n, std::size_t to) {
+  return (n + to - 1) / to * to;
+}
+
+std::size_t segment_bytes(std::size_t region_bytes, int ranks) {
+  return (kCounterBytes + SharedArena::kRegions * region_bytes) * static_cast<std::size_t>(ranks);
+}
+
+// What local rank 0 tells the others about the segment it created.
+struct SetupMessage {
+  std::uint64_t region_bytes = 0;  // local rank 0's choice is everyone's
+  int error = 0;                   // errno of the failed call on rank 0, 0 on success
+  char call[32] = {};
+  char name[64] = {};
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// A mapping that unmaps itself unless release()d to its final owner.
+class Mapping {
+ public:
+  Mapping() = default;
+  ~Mapping() {
+    if (base_ != nullptr) ::munmap(base_, bytes_);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  bool map(int fd, std::size_t bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return false;
+    base_ = static_cast<std::byte*>(p);
+    bytes_ = bytes;
+    return true;
+  }
+  std::byte* release() { return std::exchange(base_, nullptr); }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+void set_call(SetupMessage& m, const char* call, int error) {
+  m.error = error;
+  std::snprintf(m.call, sizeof m.call, "%s", call);
+}
+
+// Local rank 0: a fresh segment of `bytes`, reserved in full so that running out
+// of /dev/shm is an error here rather than a SIGBUS on first touch later.
+void create_segment(SetupMessage& m, std::size_t bytes, Mapping& mapping) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    std::snprintf(m.name, sizeof m.name, "/concord-%d-%u", static_cast<int>(::getpid()),
+                  counter.fetch_add(1));
+    Fd fd(::shm_open(m.name, O_CREAT | O_EXCL | O_RDWR, 0600));
+    if (fd.get() < 0) {
+      if (errno == EEXIST) continue;
+      return set_call(m, "shm_open", errno);
+    }
+    if (int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes)); rc != 0) {
+      ::shm_unlink(m.name);
+      return set_call(m, "posix_fallocate", rc);
+    }
+    if (!mapping.map(fd.get(), bytes)) {
+      int error = errno;
+      ::shm_unlink(m.name);
+      return set_call(m, "mmap", error);
+    }
+    return;
+  }
+  set_call(m, "shm_open", EEXIST);
+}
+
+}  // namespace
+
+std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_bytes,
+                                           int world_rank) {
+  int rank = 0;
+  int size = 1;
+  check_mpi(MPI_Comm_rank(local, &rank), "MPI_Comm_rank", world_rank);
+  check_mpi(MPI_Comm_size(local, &size), "MPI_Comm_size", world_rank);
+  // At least one 8-byte element per rank, so every rank can own part of a region.
+  region_bytes = round_up(std::max(region_bytes, 8 * static_cast<std::size_t>(size)), kAlign);
+
+  SetupMessage message;
+  message.region_bytes = region_bytes;
+  Mapping mapping;
+  if (rank == 0) {
+    create_segment(message, segment_bytes(region_bytes, size), mapping);
+  }
+  check_mpi(MPI_Bcast(&message, sizeof message, MPI_BYTE, 0, local), "MPI_Bcast", world_rank);
+  region_bytes = message.region_bytes;
+  const std::size_t total = segment_bytes(region_bytes, size);
+  if (message.error != 0) {
+    throw Error(ErrorCode::SystemError, world_rank,
+                fmt::format("shared-memory transport: {} of {} ({} bytes) failed on local rank 0: "
+                            "{} (set CONCORD_SHM=0 to run without shared memory)",
+                            message.call, message.name, total, std::strerror(message.error)));
+  }
+
+  // The others map it; whatever happens, rank 0 unlinks it once all have tried.
+  int error = 0;
+  const char* failed_call = "";
+  if (rank != 0) {
+    Fd fd(::shm_open(message.name, O_RDWR, 0));
+    if (fd.get() < 0) {
+      error = errno;
+      failed_call = "shm_open";
+    } else if (!mapping.map(fd.get(), total)) {
+      error = errno;
+      failed_call = "mmap";
+    }
+  }
+  int any_failed = error != 0 ? 1 : 0;
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, &any_failed, 1, MPI_INT, MPI_MAX, local);
+  if (rank == 0) ::shm_unlink(message.name);
+  check_mpi(rc, "MPI_Allreduce", world_rank);
+  if (any_failed != 0) {
+    throw Error(ErrorCode::SystemError, world_rank,
+                error != 0 ? fmt::format("shared-memory transport: {} of {} failed: {} (set "
+                                         "CONCORD_SHM=0 to run without shared memory)",
+                                         failed_call, message.name, std::strerror(error))
+                           : fmt::format("shared-memory transport: another rank of this node "
+                                         "could not map {}",
+                                         message.name));
+  }
+  return std::unique_ptr<ShmArena>(
+      new ShmArena(mapping.release(), total, rank, size, region_bytes));
+}
+
+ShmArena::ShmArena(std::byte* base, std::size_t mapped_bytes, int rank, int size,
+                   std::size_t region_bytes)
+    : base_(base),
+      mapped_bytes_(mapped_bytes),
+      rank_(rank),
+      size_(size),
+      region_bytes_(region_bytes),
+      slot_bytes_(kCounterBytes + kRegions * region_bytes) {}
+
+ShmArena::~ShmArena() {
+  ::munmap(base_, mapped_bytes_);
+}
+
+std::byte* ShmArena::region(int owner, int index) const {
+  return base_ + static_cast<std::size_t>(owner) * slot_bytes_ + kCounterBytes +
+         static_cast<std::size_t>(index) * region_bytes_;
+}
+
+std::uint64_t* ShmArena::counter(int owner) const {
+  return reinterpret_cast<std::uint64_t*>(base_ + static_cast<std::size_t>(owner) * slot_bytes_);
+}
+
+void ShmArena::publish(std::uint64_t value) {
+  std::atomic_ref<std::uint64_t>(*counter(rank_)).store(value, std::memory_order_release);
+}
+
+std::uint64_t ShmArena::published() const {
+  return std::atomic_ref<std::uint64_t>(*counter(rank_)).load(std::memory_order_relaxed);
+}
+
+void ShmArena::wait_for(int peer, std::uint64_t value) const {
+  // Spinning is right while the peer runs on another core; once it has taken
+  // long enough that the peer is probably descheduled (more ranks than cores),
+  // yielding lets it run.
+  constexpr int kSpinsBeforeYield = 4096;
+  std::atomic_ref<std::uint64_t> flag(*counter(peer));
+  for (int spins = 0; flag.load(std::memory_order_acquire) < value; ++spins) {
+    if (spins < kSpinsBeforeYield) {
+#if defined(__x86_64__)
+      _mm_pause();
+#endif
+    } else {
+      sched_yield();
+    }
+  }
+}
+
+}  // namespace concord::detail
