@@ -31,7 +31,7 @@ struct Config {
   std::size_t shm_region_bytes = 256 * 1024;
   // CONCORD_SHM_DIRECT_BYTES: messages up to this size take the
   // one-synchronisation shared-memory path.
-  std::size_t shm_direct_bytes = 8192;
+  std::size_t shm_direct_bytes = 1024;
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;

@@ -205,7 +205,7 @@ void ShmArena::wait_for(int peer, std::uint64_t value) const {
   // Spinning is right while the peer runs on another core; once it has taken
   // long enough that the peer is probably descheduled (more ranks than cores),
   // yielding lets it run.
-  constexpr int kSpinsBeforeYield = 4096;
+  constexpr int kSpinsBeforeYield = 512;
   std::atomic_ref<std::uint64_t> flag(*counter(peer));
   for (int spins = 0; flag.load(std::memory_order_acquire) < value; ++spins) {
     if (spins < kSpinsBeforeYield) {

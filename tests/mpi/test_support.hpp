@@ -7,7 +7,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 namespace concord::test {
@@ -197,10 +199,24 @@ inline const std::vector<ReduceOp>& all_ops() {
                                        ReduceOp::Avg};
   return v;
 }
+// Every algorithm, or those CONCORD_TEST_ALGORITHMS lists (comma-separated), so
+// CTest can run one path under several configurations without the whole matrix.
 inline const std::vector<Algorithm>& all_algorithms() {
-  static const std::vector<Algorithm> v{Algorithm::Auto, Algorithm::Ring,
-                                        Algorithm::RecursiveDoubling,
-                                        Algorithm::ReduceScatterAllgather, Algorithm::Hierarchical};
+  static const std::vector<Algorithm> v = [] {
+    const char* only = std::getenv("CONCORD_TEST_ALGORITHMS");
+    if (only == nullptr || *only == '\0') {
+      return std::vector<Algorithm>{Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling,
+                                    Algorithm::ReduceScatterAllgather, Algorithm::Hierarchical};
+    }
+    std::vector<Algorithm> list;
+    std::string_view rest(only);
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      list.push_back(parse_algorithm(rest.substr(0, comma)));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+    return list;
+  }();
   return v;
 }
 

@@ -1,0 +1,25 @@
+# Kills a rank of a job that uses the shared-memory transport and checks that no
+# /dev/shm segment of concord's is left behind, nor existed while it ran.
+# Arguments: -DMPIEXEC= -DPROGRAM= -DRANKS=
+execute_process(COMMAND timeout 120 ${MPIEXEC} -n ${RANKS} ${PROGRAM}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message(STATUS "exit status ${rc}\n${out}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "the job should have failed: one rank killed itself")
+endif()
+if(rc EQUAL 124)
+  message(FATAL_ERROR "mpiexec hung after a rank was killed\n${err}")
+endif()
+if(NOT out MATCHES "pid=([0-9]+)")
+  message(FATAL_ERROR "rank 0 did not report its pid\n${err}")
+endif()
+set(pid ${CMAKE_MATCH_1})
+if(NOT out MATCHES "segments-while-running=0")
+  message(FATAL_ERROR "the segment was still linked in /dev/shm after set-up")
+endif()
+file(GLOB leftovers /dev/shm/concord-${pid}-*)
+if(leftovers)
+  file(REMOVE ${leftovers})
+  message(FATAL_ERROR "left behind in /dev/shm: ${leftovers}")
+endif()
+message(STATUS "no /dev/shm/concord-${pid}-* left")

@@ -1,0 +1,48 @@
+// Run by shm_no_leftovers.cmake: rank 0 reports its pid (the shared-memory
+// segment is named after it) and checks that the segment is already unlinked
+// while in use; then the last rank kills itself in the middle of the job and the
+// others hang in the next collective until mpiexec tears them down.
+#include <concord/concord.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+int segments_named_after(int pid) {
+  const std::string prefix = "concord-" + std::to_string(pid) + "-";
+  int found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) ++found;
+  }
+  return found;
+}
+
+}  // namespace
+
+int main() {
+  concord::Communicator comm = concord::Communicator::world();
+  std::vector<float> data(1 << 16, 1.0f);
+  concord::AllreduceOptions options;
+  options.algorithm = concord::Algorithm::Hierarchical;  // sets up the segment
+  concord::allreduce(data.data(), data.data(), data.size(), concord::DataType::Float32,
+                     concord::ReduceOp::Sum, comm, options);
+  if (comm.rank() == 0) {
+    std::printf("pid=%d\n", static_cast<int>(getpid()));
+    std::printf("segments-while-running=%d\n", segments_named_after(getpid()));
+    std::fflush(stdout);
+  }
+  if (data[0] != static_cast<float>(comm.size())) {
+    std::printf("wrong result %f on rank %d\n", data[0], comm.rank());
+    return 1;
+  }
+  if (comm.rank() == comm.size() - 1) std::raise(SIGKILL);
+  concord::allreduce(data.data(), data.data(), data.size(), concord::DataType::Float32,
+                     concord::ReduceOp::Sum, comm, options);
+  return 0;
+}
