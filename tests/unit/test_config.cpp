@@ -28,6 +28,24 @@ TEST_CASE("defaults when nothing is set", "[config]") {
   CHECK(c.ring_segment_bytes == 256 * 1024);
   CHECK(c.tuning_file.empty());
   CHECK(c.virtual_nodes == 1);
+  CHECK(c.shm);
+  CHECK(c.shm_region_bytes == 256 * 1024);
+  CHECK(c.shm_direct_bytes == 1024);
+}
+
+TEST_CASE("shared-memory variables", "[config]") {
+  auto c = parse_config(env({{"CONCORD_SHM", "0"},
+                             {"CONCORD_SHM_REGION_BYTES", "4096"},
+                             {"CONCORD_SHM_DIRECT_BYTES", "0"}}));
+  CHECK_FALSE(c.shm);
+  CHECK(c.shm_region_bytes == 4096);
+  CHECK(c.shm_direct_bytes == 0);
+  CHECK(parse_config(env({{"CONCORD_SHM", ""}})).shm);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_SHM_REGION_BYTES", "64"}})),
+                    Catch::Matchers::Contains("CONCORD_SHM_REGION_BYTES='64'") &&
+                        Catch::Matchers::Contains("[256, 1073741824]"));
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_SHM", "sometimes"}})),
+                    Catch::Matchers::Contains("CONCORD_SHM='sometimes'"));
 }
 
 TEST_CASE("variables are parsed", "[config]") {
