@@ -3,6 +3,7 @@
 
 #include <concord/allreduce.hpp>
 #include <concord/communicator.hpp>
+#include <concord/engine.hpp>
 #include <concord/error.hpp>
 #include <concord/types.hpp>
 #include <concord/version.hpp>

@@ -10,6 +10,7 @@
 #include <concord/types.hpp>
 
 #include <cstddef>
+#include <vector>
 
 namespace concord::detail {
 
@@ -49,12 +50,21 @@ struct InterNodeStep {
 void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
                             const void* src, void* dst, std::size_t count, const ReduceSpec& spec);
 
+// Root's `bytes` at `buf` to every rank of the transport.
+void broadcast_binomial(Transport& t, void* buf, std::size_t bytes, int root);
+// Rank r's block_bytes[r] bytes (`mine`) to every rank; `out` receives all blocks
+// in rank order. `mine` may already be at its place in `out`.
+void allgatherv_ring(Transport& t, const void* mine, void* out,
+                     const std::vector<std::size_t>& block_bytes);
+
 // Message tags, one per algorithm so a stray message can never be mistaken for
 // another algorithm's.
 enum Tag : int {
   kTagRing = 101,
   kTagRecursiveDoubling = 102,
   kTagRabenseifner = 103,
+  kTagBroadcast = 104,
+  kTagAllgather = 105,
 };
 
 }  // namespace concord::detail

@@ -34,6 +34,16 @@ unsigned long long parse_unsigned(const char* name, const std::string& value,
   return result;
 }
 
+double parse_seconds(const char* name, const std::string& value, double max) {
+  double result = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, result);
+  if (ec != std::errc() || ptr != end || !(result >= 0) || result > max) {
+    bad_value(name, value, fmt::format("a number in [0, {}]", max).c_str());
+  }
+  return result;
+}
+
 }  // namespace
 
 Config parse_config(const EnvLookup& lookup) {
@@ -63,6 +73,19 @@ Config parse_config(const EnvLookup& lookup) {
   if (auto v = lookup("CONCORD_SHM_DIRECT_BYTES"); v && !v->empty()) {
     config.shm_direct_bytes = parse_unsigned("CONCORD_SHM_DIRECT_BYTES", *v, 0, 1ull << 30);
   }
+  if (auto v = lookup("CONCORD_FUSION_THRESHOLD"); v && !v->empty()) {
+    config.fusion_threshold = parse_unsigned("CONCORD_FUSION_THRESHOLD", *v, 0, 1ull << 34);
+  }
+  if (auto v = lookup("CONCORD_CYCLE_TIME_MS"); v && !v->empty()) {
+    config.cycle_time_ms = parse_seconds("CONCORD_CYCLE_TIME_MS", *v, 10000);
+  }
+  if (auto v = lookup("CONCORD_STALL_WARNING_S"); v && !v->empty()) {
+    config.stall_warning_s = parse_seconds("CONCORD_STALL_WARNING_S", *v, 1e7);
+  }
+  if (auto v = lookup("CONCORD_STALL_TIMEOUT_S"); v && !v->empty()) {
+    config.stall_timeout_s = parse_seconds("CONCORD_STALL_TIMEOUT_S", *v, 1e7);
+  }
+  if (auto v = lookup("CONCORD_TIMELINE")) config.timeline_path = *v;
   return config;
 }
 

@@ -32,6 +32,17 @@ struct Config {
   // CONCORD_SHM_DIRECT_BYTES: messages up to this size take the
   // one-synchronisation shared-memory path.
   std::size_t shm_direct_bytes = 1024;
+
+  // The engine (docs/ENGINE.md). CONCORD_FUSION_THRESHOLD: largest fusion
+  // bucket in bytes (0: no fusion).
+  std::size_t fusion_threshold = 64ull << 20;
+  // CONCORD_CYCLE_TIME_MS: how long a negotiation cycle lasts at least.
+  double cycle_time_ms = 1.0;
+  // CONCORD_STALL_WARNING_S / CONCORD_STALL_TIMEOUT_S (0: never).
+  double stall_warning_s = 60.0;
+  double stall_timeout_s = 0.0;
+  // CONCORD_TIMELINE: Chrome-trace output of rank 0 (empty: none).
+  std::string timeline_path;
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;

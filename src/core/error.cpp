@@ -19,6 +19,10 @@ std::string_view to_string(ErrorCode code) noexcept {
       return "internal error";
     case ErrorCode::SystemError:
       return "system error";
+    case ErrorCode::Shutdown:
+      return "engine shut down";
+    case ErrorCode::Timeout:
+      return "stall timeout";
   }
   return "unknown error";
 }

@@ -1,0 +1,118 @@
+// The fusion engine: asynchronous, named collectives that ranks may submit in any
+// order, from any thread. A background thread agrees with the other ranks on
+// which names are ready everywhere and in which order to run them, packs ready
+// allreduces of one dtype and op into fusion buckets, and completes handles.
+#pragma once
+
+#include <concord/communicator.hpp>
+#include <concord/error.hpp>
+#include <concord/types.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace concord {
+
+namespace detail {
+class EngineCore;
+struct Work;
+}  // namespace detail
+
+enum class Device { Cpu, Cuda };
+
+// A tensor the caller owns: `count` elements of `dtype` at `data`. It must stay
+// valid, and untouched by the caller, until its handle completes.
+struct TensorView {
+  void* data = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::Float32;
+  Device device = Device::Cpu;
+};
+
+// Completion of one enqueued collective. Copies share the same operation.
+class Handle {
+ public:
+  Handle() = default;
+  bool valid() const noexcept { return work_ != nullptr; }
+  // Blocks until the operation is complete; throws its concord::Error if it failed.
+  void wait() const;
+  // True once complete (successfully or not); never blocks.
+  bool test() const;
+  // For allgather: the gathered rows of every rank, in rank order (set once complete).
+  // first_dims()[r] is rank r's first dimension.
+  const std::vector<std::byte>& output() const;
+  const std::vector<std::size_t>& first_dims() const;
+
+ private:
+  friend class detail::EngineCore;
+  explicit Handle(std::shared_ptr<detail::Work> work) : work_(std::move(work)) {}
+  std::shared_ptr<detail::Work> work_;
+};
+
+// Called once, on an engine thread, when the operation completes (before its
+// Handle reports completion): with nullptr on success, or the error. It must not
+// block on handles of the same engine, nor throw.
+using Completion = std::function<void(const Error* error)>;
+
+struct EngineOptions {
+  // Largest fusion bucket in bytes; 0 disables fusion (one collective per tensor).
+  // Unset: CONCORD_FUSION_THRESHOLD or the built-in default (docs/ENGINE.md).
+  std::optional<std::size_t> fusion_threshold;
+  // How long a cycle waits for more tensors before negotiating, in milliseconds.
+  // Unset: CONCORD_CYCLE_TIME_MS or the built-in default.
+  std::optional<double> cycle_time_ms;
+  // Warn about (and, if set, fail) tensors that some ranks have not submitted.
+  // Unset: CONCORD_STALL_WARNING_S (60) and CONCORD_STALL_TIMEOUT_S (off).
+  std::optional<double> stall_warning_s;
+  std::optional<double> stall_timeout_s;
+  // Chrome-trace file; unset: CONCORD_TIMELINE (off when empty).
+  std::optional<std::string> timeline_path;
+  // Algorithm for the fused allreduces.
+  Algorithm algorithm = Algorithm::Auto;
+};
+
+class Engine {
+ public:
+  // Collective over `comm`: duplicates it twice (data and control), so the
+  // engine's traffic never meets the caller's. Needs MPI_THREAD_MULTIPLE.
+  explicit Engine(const Communicator& comm, const EngineOptions& options = {});
+  ~Engine();  // shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // result = postscale * (op over ranks of prescale * tensor), in place. Avg is
+  // Sum with postscale divided by the rank count. Scales must be 1 for integers.
+  Handle enqueue_allreduce(const std::string& name, TensorView tensor, ReduceOp op,
+                           double prescale = 1.0, double postscale = 1.0,
+                           Completion done = nullptr);
+  // Several tensors submitted atomically: they become ready together on this
+  // rank (names[i] goes with tensors[i]).
+  std::vector<Handle> enqueue_grouped_allreduce(const std::vector<std::string>& names,
+                                                const std::vector<TensorView>& tensors, ReduceOp op,
+                                                double prescale = 1.0, double postscale = 1.0);
+  // Root's tensor to every rank, in place; count and dtype must agree.
+  Handle enqueue_broadcast(const std::string& name, TensorView tensor, int root,
+                           Completion done = nullptr);
+  // Every rank's tensor of shape [first_dim, row...] (row_elements elements per
+  // row; tensor.count == first_dim * row_elements); first_dim may differ between
+  // ranks. The result is in Handle::output().
+  Handle enqueue_allgather(const std::string& name, TensorView tensor, std::size_t row_elements,
+                           Completion done = nullptr);
+
+  // Stops the background thread after the current cycle; pending handles fail
+  // with ErrorCode::Shutdown. Idempotent; safe when peers are already gone
+  // (gives up on them after a few seconds).
+  void shutdown();
+
+  int rank() const;
+  int size() const;
+
+ private:
+  std::unique_ptr<detail::EngineCore> core_;
+};
+
+}  // namespace concord

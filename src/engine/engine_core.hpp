@@ -1,0 +1,65 @@
+// The engine's machinery behind concord::Engine: the submission queue, the
+// background thread that negotiates and runs cycles, and the fusion pipeline.
+#pragma once
+
+#include "engine/fusion.hpp"
+#include "engine/negotiator.hpp"
+#include "engine/task_thread.hpp"
+#include "engine/timeline.hpp"
+#include "engine/work.hpp"
+
+#include <concord/engine.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace concord::detail {
+
+class EngineCore {
+ public:
+  EngineCore(const Communicator& comm, const EngineOptions& options);
+  ~EngineCore();
+
+  // Validates and queues `works` atomically (all or none); throws Error.
+  std::vector<Handle> submit(std::vector<std::shared_ptr<Work>> works);
+  void shutdown();
+
+  int rank() const { return data_.rank(); }
+  int size() const { return data_.size(); }
+
+ private:
+  void validate(const Work& work) const;
+  void loop(std::stop_token stop);
+  void execute(const std::vector<std::shared_ptr<Work>>& ready, Clock::time_point agreed);
+  void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
+  void run_broadcast(Work& work);
+  void run_allgather(Work& work);
+  void complete(const std::shared_ptr<Work>& work, std::optional<Error> error);
+
+  Communicator data_;     // the engine's collectives
+  Communicator control_;  // negotiation only
+  std::size_t fusion_threshold_;
+  double cycle_time_ms_;
+  StallPolicy stall_;
+  Algorithm algorithm_;
+  std::unique_ptr<Timeline> timeline_;  // rank 0, when asked for
+
+  std::vector<std::byte> buffers_[2];  // fusion buffers, kept between cycles
+  TaskThread packer_;
+
+  std::mutex mutex_;  // guards queue_, in_flight_, stopped_
+  std::condition_variable wake_;
+  std::vector<std::shared_ptr<Work>> queue_;
+  std::unordered_set<std::string> in_flight_;
+  bool stopped_ = false;
+  std::atomic<bool> stop_requested_{false};
+  std::jthread thread_;  // last: starts once everything above exists
+};
+
+}  // namespace concord::detail

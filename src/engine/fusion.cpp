@@ -1,0 +1,59 @@
+#include "engine/fusion.hpp"
+
+#include "reduce/reduce_kernels.hpp"
+
+#include <cstring>
+
+namespace concord::detail {
+
+ReduceOp effective_op(ReduceOp op) {
+  return op == ReduceOp::Avg ? ReduceOp::Sum : op;
+}
+
+double output_scale(const Signature& sig, int ranks) {
+  return sig.op == ReduceOp::Avg ? sig.postscale / ranks : sig.postscale;
+}
+
+std::vector<Bucket> plan_buckets(const std::vector<std::shared_ptr<Work>>& ready,
+                                 std::size_t threshold) {
+  std::vector<Bucket> buckets;
+  std::size_t bytes = 0;
+  for (const auto& w : ready) {
+    const std::size_t esize = size_of(w->sig.dtype);
+    const std::size_t wbytes = w->tensor.count * esize;
+    const ReduceOp op = effective_op(w->sig.op);
+    const bool fits = !buckets.empty() && threshold != 0 && buckets.back().dtype == w->sig.dtype &&
+                      buckets.back().op == op && bytes + wbytes <= threshold;
+    if (!fits) {
+      buckets.push_back(Bucket{{}, w->sig.dtype, op, 0});
+      bytes = 0;
+    }
+    buckets.back().works.push_back(w);
+    buckets.back().count += w->tensor.count;
+    bytes += wbytes;
+  }
+  return buckets;
+}
+
+void pack(const Bucket& bucket, std::byte* buffer) {
+  const std::size_t esize = size_of(bucket.dtype);
+  for (const auto& w : bucket.works) {
+    const std::size_t bytes = w->tensor.count * esize;
+    if (bytes != 0) std::memcpy(buffer, w->tensor.data, bytes);
+    if (w->sig.prescale != 1.0) scale(buffer, w->tensor.count, bucket.dtype, w->sig.prescale);
+    buffer += bytes;
+  }
+}
+
+void unpack(const Bucket& bucket, std::byte* buffer, int ranks) {
+  const std::size_t esize = size_of(bucket.dtype);
+  for (const auto& w : bucket.works) {
+    const std::size_t bytes = w->tensor.count * esize;
+    const double factor = output_scale(w->sig, ranks);
+    if (factor != 1.0) scale(buffer, w->tensor.count, bucket.dtype, factor);
+    if (bytes != 0) std::memcpy(w->tensor.data, buffer, bytes);
+    buffer += bytes;
+  }
+}
+
+}  // namespace concord::detail

@@ -1,0 +1,410 @@
+#include "engine/negotiator.hpp"
+
+#include "core/mpi_check.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <sched.h>
+
+namespace concord::detail {
+namespace {
+
+// Word 0 of the cycle vector: flags, combined with OR.
+constexpr std::uint64_t kHasAnnouncements = 1;  // someone has names to negotiate in full
+constexpr std::uint64_t kShutdown = 2;
+constexpr std::uint64_t kDiagnose = 4;  // rank 0 wants everyone's ready bits (stall report)
+
+// Then three sections of W words: AND of ready bits, OR of ready bits, OR of the
+// ids rank 0 fails for stalling. One MPI_Op does all three.
+void combine_cycle_bits(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint64_t*>(in);
+  auto* b = static_cast<std::uint64_t*>(inout);
+  const int words = (*len - 1) / 3;
+  b[0] |= a[0];
+  for (int i = 1; i <= words; ++i) b[i] &= a[i];
+  for (int i = words + 1; i < *len; ++i) b[i] |= a[i];
+}
+
+bool test_bit(const std::uint64_t* words, std::size_t id) {
+  return ((words[id / 64] >> (id % 64)) & 1u) != 0;
+}
+void set_bit(std::uint64_t* words, std::size_t id) {
+  words[id / 64] |= std::uint64_t{1} << (id % 64);
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Polls a request, yielding the core between polls (peers may share it).
+// Returns false if `give_up_after_s` > 0 passed first.
+bool wait_request(MPI_Request& request, double give_up_after_s, int rank) {
+  const auto start = Clock::now();
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", rank);
+    if (done) return true;
+    if (spins > 100) sched_yield();
+    if (give_up_after_s > 0 && spins % 64 == 0 && seconds_since(start) > give_up_after_s) {
+      return false;
+    }
+  }
+}
+
+// Announcements travel as bytes: fail flag, name, signature fields.
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    const auto* p = reinterpret_cast<const std::byte*>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof v);
+  }
+  void put_string(const std::string& s) {
+    put(static_cast<std::uint32_t>(s.size()));
+    const auto* p = reinterpret_cast<const std::byte*>(s.data());
+    bytes.insert(bytes.end(), p, p + s.size());
+  }
+  std::vector<std::byte> bytes;
+};
+
+class Reader {
+ public:
+  Reader(const std::byte* p, std::size_t n) : p_(p), end_(p + n) {}
+  bool done() const { return p_ >= end_; }
+  template <typename T>
+  T get() {
+    T v;
+    std::memcpy(&v, p_, sizeof v);
+    p_ += sizeof v;
+    return v;
+  }
+  std::string get_string() {
+    const auto n = get<std::uint32_t>();
+    std::string s(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return s;
+  }
+
+ private:
+  const std::byte* p_;
+  const std::byte* end_;
+};
+
+}  // namespace
+
+Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall)
+    : control_(control), rank_(rank), size_(size), stall_(stall) {
+  check_mpi(MPI_Op_create(&combine_cycle_bits, 1, &bits_op_), "MPI_Op_create", rank);
+}
+
+Negotiator::~Negotiator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && bits_op_ != MPI_OP_NULL) MPI_Op_free(&bits_op_);
+}
+
+std::optional<std::size_t> Negotiator::cached_id(const Work& work) const {
+  auto it = cache_index_.find(work.name);
+  if (it == cache_index_.end() || !(cache_[it->second].second == work.sig)) return std::nullopt;
+  return it->second;
+}
+
+std::string Negotiator::missing_ranks(const std::vector<bool>& have) const {
+  std::vector<int> missing;
+  for (int r = 0; r < size_; ++r) {
+    if (!have[static_cast<std::size_t>(r)]) missing.push_back(r);
+  }
+  return fmt::format("{}", missing);
+}
+
+void Negotiator::fail_local(const std::string& name, const Error& error, Outcome& out) {
+  auto it = pending_.find(name);
+  if (it == pending_.end()) return;
+  std::erase(to_announce_, it->second);
+  out.failed.emplace_back(it->second, error);
+  pending_.erase(it);
+}
+
+std::vector<std::uint64_t> Negotiator::exchange_bits(std::vector<std::uint64_t> local,
+                                                     double give_up_after_s, bool& gave_up) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, local.data(), static_cast<int>(local.size()), MPI_UINT64_T,
+                           bits_op_, control_, &request),
+            "MPI_Iallreduce", rank_);
+  gave_up = !wait_request(request, give_up_after_s, rank_);
+  return local;
+}
+
+std::vector<std::vector<std::uint64_t>> Negotiator::gather_ready_bits(
+    const std::vector<std::uint64_t>& mine) {
+  const std::size_t words = mine.size();
+  std::vector<std::uint64_t> all(words * static_cast<std::size_t>(size_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgather(mine.data(), static_cast<int>(words), MPI_UINT64_T, all.data(),
+                           static_cast<int>(words), MPI_UINT64_T, control_, &request),
+            "MPI_Iallgather", rank_);
+  wait_request(request, 0, rank_);
+  std::vector<std::vector<std::uint64_t>> by_rank(static_cast<std::size_t>(size_));
+  for (std::size_t r = 0; r < by_rank.size(); ++r) {
+    by_rank[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * words),
+                      all.begin() + static_cast<std::ptrdiff_t>((r + 1) * words));
+  }
+  return by_rank;
+}
+
+std::vector<std::vector<Negotiator::Announcement>> Negotiator::exchange_announcements(
+    const std::vector<Announcement>& mine) {
+  Writer w;
+  for (const Announcement& a : mine) {
+    w.put(static_cast<std::uint8_t>(a.fail));
+    w.put_string(a.name);
+    w.put(a.sig);
+  }
+  int my_bytes = static_cast<int>(w.bytes.size());
+  std::vector<int> counts(static_cast<std::size_t>(size_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, control_, &request),
+            "MPI_Iallgather", rank_);
+  wait_request(request, 0, rank_);
+  std::vector<int> displs(counts.size(), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<std::byte> all(static_cast<std::size_t>(displs.back() + counts.back()));
+  check_mpi(MPI_Iallgatherv(w.bytes.data(), my_bytes, MPI_BYTE, all.data(), counts.data(),
+                            displs.data(), MPI_BYTE, control_, &request),
+            "MPI_Iallgatherv", rank_);
+  wait_request(request, 0, rank_);
+
+  std::vector<std::vector<Announcement>> by_rank(counts.size());
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    Reader in(all.data() + displs[r], static_cast<std::size_t>(counts[r]));
+    while (!in.done()) {
+      Announcement a;
+      a.fail = in.get<std::uint8_t>() != 0;
+      a.name = in.get_string();
+      a.sig = in.get<Signature>();
+      by_rank[r].push_back(std::move(a));
+    }
+  }
+  return by_rank;
+}
+
+void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>>& all,
+                                     Outcome& out) {
+  std::vector<std::string> touched;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    for (const Announcement& a : all[r]) {
+      if (a.fail) {
+        auto it = registry_.find(a.name);
+        std::vector<bool> have(static_cast<std::size_t>(size_), false);
+        if (it != registry_.end()) {
+          for (std::size_t q = 0; q < have.size(); ++q) have[q] = it->second.by_rank[q].has_value();
+          registry_.erase(it);
+        }
+        fail_local(a.name,
+                   Error(ErrorCode::Timeout, rank_,
+                         fmt::format("tensor '{}': ranks {} did not submit it within {} s "
+                                     "(CONCORD_STALL_TIMEOUT_S)",
+                                     a.name, missing_ranks(have), stall_.timeout_s)),
+                   out);
+        continue;
+      }
+      auto [it, inserted] = registry_.try_emplace(a.name);
+      if (inserted) {
+        it->second.order = next_order_++;
+        it->second.by_rank.resize(static_cast<std::size_t>(size_));
+        it->second.first_seen = Clock::now();
+      }
+      it->second.by_rank[r] = a.sig;
+      touched.push_back(a.name);
+    }
+  }
+
+  // Names every rank has announced, in announcement order.
+  std::vector<std::pair<std::uint64_t, std::string>> complete;
+  for (const auto& [name, entry] : registry_) {
+    if (std::all_of(entry.by_rank.begin(), entry.by_rank.end(),
+                    [](const auto& s) { return s.has_value(); })) {
+      complete.emplace_back(entry.order, name);
+    }
+  }
+  std::sort(complete.begin(), complete.end());
+  for (const auto& [order, name] : complete) {
+    const auto& by_rank = registry_[name].by_rank;
+    const Signature& first = *by_rank[0];
+    const bool agree =
+        std::all_of(by_rank.begin(), by_rank.end(), [&](const auto& s) { return *s == first; });
+    if (agree) {
+      auto idx = cache_index_.find(name);
+      if (idx != cache_index_.end()) {
+        cache_[idx->second].second = first;
+      } else {
+        cache_index_.emplace(name, cache_.size());
+        cache_.emplace_back(name, first);
+      }
+      auto it = pending_.find(name);
+      if (it != pending_.end()) {
+        out.ready.push_back(it->second);
+        pending_.erase(it);
+      }
+    } else {
+      std::string values;
+      for (std::size_t r = 0; r < by_rank.size(); ++r) {
+        values += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, by_rank[r]->describe());
+      }
+      fail_local(
+          name,
+          Error(ErrorCode::Mismatch, rank_,
+                fmt::format("tensor '{}': ranks submitted it differently ({})", name, values)),
+          out);
+    }
+    registry_.erase(name);
+  }
+
+  // A name someone announced that this rank holds as a cached request (its
+  // signature changed elsewhere): announce it too, so the difference shows.
+  for (const std::string& name : touched) {
+    auto reg = registry_.find(name);
+    auto it = pending_.find(name);
+    if (reg == registry_.end() || it == pending_.end() || it->second->announced) continue;
+    it->second->announced = true;
+    to_announce_.push_back(it->second);
+  }
+}
+
+Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, bool want_shutdown,
+                                      double give_up_after_s) {
+  Outcome out;
+  for (auto& w : fresh) {
+    pending_[w->name] = w;
+    if (!cached_id(*w)) {
+      w->announced = true;
+      to_announce_.push_back(w);
+    }
+  }
+
+  const std::size_t words = (cache_.size() + 63) / 64;
+  std::vector<std::uint64_t> mine(words, 0);
+  for (const auto& [name, w] : pending_) {
+    if (w->announced) continue;
+    if (auto id = cached_id(*w)) set_bit(mine.data(), *id);
+  }
+  std::vector<std::uint64_t> local(1 + 3 * words, 0);
+  std::uint64_t& flags = local[0];
+  if (!to_announce_.empty()) flags |= kHasAnnouncements;
+  if (want_shutdown) flags |= kShutdown;
+  std::copy(mine.begin(), mine.end(), local.begin() + 1);
+  std::copy(mine.begin(), mine.end(), local.begin() + 1 + static_cast<std::ptrdiff_t>(words));
+  if (rank_ == 0) {
+    if (diagnose_next_) flags |= kDiagnose;
+    if (!fail_names_next_.empty()) flags |= kHasAnnouncements;
+    for (std::size_t id : fail_ids_next_) set_bit(local.data() + 1 + 2 * words, id);
+    diagnose_next_ = false;
+    fail_ids_next_.clear();
+  }
+
+  bool gave_up = false;
+  const std::vector<std::uint64_t> bits = exchange_bits(std::move(local), give_up_after_s, gave_up);
+  if (gave_up || (bits[0] & kShutdown) != 0) {
+    out.shutdown = true;
+    return out;
+  }
+  const std::uint64_t* all_ready = bits.data() + 1;
+  const std::uint64_t* any_ready = bits.data() + 1 + words;
+  const std::uint64_t* to_fail = bits.data() + 1 + 2 * words;
+
+  if ((bits[0] & kDiagnose) != 0) {
+    const auto by_rank = gather_ready_bits(mine);
+    for (std::size_t id = 0; id < cache_.size(); ++id) {
+      if (!test_bit(any_ready, id) || test_bit(all_ready, id)) continue;
+      std::vector<bool> have(static_cast<std::size_t>(size_));
+      for (std::size_t r = 0; r < have.size(); ++r) have[r] = test_bit(by_rank[r].data(), id);
+      missing_by_id_[id] = missing_ranks(have);
+      auto stall = stalls_.find(id);
+      if (rank_ == 0 && stall != stalls_.end() && !stall->second.warned &&
+          seconds_since(stall->second.first_seen) >= stall_.warning_s) {
+        stall->second.warned = true;
+        fmt::print(stderr,
+                   "concord: rank 0: engine: tensor '{}' has waited {:.0f} s: ranks {} have not "
+                   "submitted it (CONCORD_STALL_WARNING_S)\n",
+                   cache_[id].first, seconds_since(stall->second.first_seen), missing_by_id_[id]);
+      }
+    }
+  }
+
+  for (std::size_t id = 0; id < cache_.size(); ++id) {
+    const std::string& name = cache_[id].first;
+    if (test_bit(all_ready, id)) {
+      auto it = pending_.find(name);
+      out.ready.push_back(it->second);
+      pending_.erase(it);
+      stalls_.erase(id);
+    } else if (test_bit(to_fail, id)) {
+      auto missing = missing_by_id_.find(id);
+      fail_local(name,
+                 Error(ErrorCode::Timeout, rank_,
+                       fmt::format("tensor '{}': ranks {} did not submit it within {} s "
+                                   "(CONCORD_STALL_TIMEOUT_S)",
+                                   name, missing != missing_by_id_.end() ? missing->second : "?",
+                                   stall_.timeout_s)),
+                 out);
+      stalls_.erase(id);
+    } else if (rank_ == 0 && test_bit(any_ready, id)) {
+      auto [stall, inserted] = stalls_.try_emplace(id, Stall{Clock::now(), false});
+      const double waited = seconds_since(stall->second.first_seen);
+      if (!stall->second.warned && waited >= stall_.warning_s) diagnose_next_ = true;
+      if (stall_.timeout_s > 0 && waited >= stall_.timeout_s) {
+        fail_ids_next_.push_back(id);
+        diagnose_next_ = true;
+      }
+    } else if (rank_ == 0) {
+      stalls_.erase(id);
+    }
+  }
+
+  if ((bits[0] & kHasAnnouncements) != 0) {
+    std::vector<Announcement> announce;
+    for (const auto& w : to_announce_) announce.push_back({false, w->name, w->sig});
+    if (rank_ == 0) {
+      for (const std::string& name : fail_names_next_) announce.push_back({true, name, {}});
+    }
+    to_announce_.clear();
+    fail_names_next_.clear();
+    apply_announcements(exchange_announcements(announce), out);
+  }
+
+  // Rank 0 watches names that some ranks announced and others have not.
+  if (rank_ == 0) {
+    for (auto& [name, entry] : registry_) {
+      const double waited = seconds_since(entry.first_seen);
+      std::vector<bool> have(static_cast<std::size_t>(size_));
+      for (std::size_t r = 0; r < have.size(); ++r) have[r] = entry.by_rank[r].has_value();
+      if (!entry.warned && waited >= stall_.warning_s) {
+        entry.warned = true;
+        fmt::print(stderr,
+                   "concord: rank 0: engine: tensor '{}' has waited {:.0f} s: ranks {} have not "
+                   "submitted it (CONCORD_STALL_WARNING_S)\n",
+                   name, waited, missing_ranks(have));
+      }
+      if (stall_.timeout_s > 0 && waited >= stall_.timeout_s &&
+          std::find(fail_names_next_.begin(), fail_names_next_.end(), name) ==
+              fail_names_next_.end()) {
+        fail_names_next_.push_back(name);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Work>> Negotiator::take_pending() {
+  std::vector<std::shared_ptr<Work>> all;
+  for (auto& [name, w] : pending_) all.push_back(w);
+  pending_.clear();
+  to_announce_.clear();
+  return all;
+}
+
+}  // namespace concord::detail

@@ -1,0 +1,107 @@
+// Agreement on which named tensors are ready on every rank, and in which order
+// they run. Runs on the engine's background thread, one cycle at a time, in
+// lockstep with the other ranks over the control communicator.
+//
+// A name is negotiated in full the first time (and whenever its signature
+// changes): ranks exchange (name, signature) records with an allgather, and once
+// every rank has announced a name with equal signatures it gets a cache id, the
+// same on every rank because every rank applies the same records in the same
+// order. From then on a cycle costs one small allreduce of bit vectors: the AND
+// of "ready here" bits says what runs, the OR says what is pending somewhere
+// (for stall detection). Ready work runs in cache-id order, then newly agreed
+// names in the order they were announced, identically on every rank.
+#pragma once
+
+#include "engine/work.hpp"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace concord::detail {
+
+struct StallPolicy {
+  double warning_s = 60;
+  double timeout_s = 0;  // 0: never
+};
+
+class Negotiator {
+ public:
+  Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall);
+  ~Negotiator();
+  Negotiator(const Negotiator&) = delete;
+  Negotiator& operator=(const Negotiator&) = delete;
+
+  struct Outcome {
+    std::vector<std::shared_ptr<Work>> ready;  // the global order
+    std::vector<std::pair<std::shared_ptr<Work>, Error>> failed;
+    bool shutdown = false;  // some rank asked to shut down: every rank stops
+  };
+
+  // One cycle: adds `fresh` work, agrees with the other ranks, returns what runs
+  // now. Collective over the control communicator. `give_up_after_s` > 0 bounds
+  // the wait for peers (used when shutting down: they may be gone); on expiry
+  // the outcome says shutdown.
+  Outcome cycle(std::vector<std::shared_ptr<Work>> fresh, bool want_shutdown,
+                double give_up_after_s = 0);
+
+  // Work still waiting for other ranks (failed by the engine on shutdown).
+  std::vector<std::shared_ptr<Work>> take_pending();
+
+ private:
+  struct Announcement {
+    bool fail = false;  // rank 0: the name timed out, fail it everywhere
+    std::string name;
+    Signature sig;
+  };
+  struct Registered {  // a name some ranks announced, the same on every rank
+    std::uint64_t order = 0;
+    std::vector<std::optional<Signature>> by_rank;
+    Clock::time_point first_seen;
+    bool warned = false;
+  };
+  struct Stall {  // a cached id pending somewhere but not everywhere (rank 0)
+    Clock::time_point first_seen;
+    bool warned = false;
+  };
+
+  std::vector<std::uint64_t> exchange_bits(std::vector<std::uint64_t> local, double give_up_after_s,
+                                           bool& gave_up);
+  std::vector<std::vector<Announcement>> exchange_announcements(
+      const std::vector<Announcement>& mine);
+  std::vector<std::vector<std::uint64_t>> gather_ready_bits(const std::vector<std::uint64_t>& mine);
+  std::optional<std::size_t> cached_id(const Work& work) const;
+  void apply_announcements(const std::vector<std::vector<Announcement>>& all, Outcome& out);
+  void fail_local(const std::string& name, const Error& error, Outcome& out);
+  std::string missing_ranks(const std::vector<bool>& have) const;
+
+  MPI_Comm control_;
+  int rank_;
+  int size_;
+  StallPolicy stall_;
+  MPI_Op bits_op_ = MPI_OP_NULL;
+
+  std::unordered_map<std::string, std::shared_ptr<Work>> pending_;  // this rank's, by name
+  std::vector<std::shared_ptr<Work>> to_announce_;
+  std::vector<std::pair<std::string, Signature>> cache_;  // id -> (name, signature)
+  std::unordered_map<std::string, std::size_t> cache_index_;
+  std::map<std::string, Registered> registry_;
+  std::uint64_t next_order_ = 0;
+
+  // Rank 0's stall bookkeeping, and what it decided to tell the others.
+  std::unordered_map<std::size_t, Stall> stalls_;
+  std::vector<std::size_t> fail_ids_next_;
+  std::vector<std::string> fail_names_next_;
+  bool diagnose_next_ = false;
+  // Every rank: the missing ranks of stalled cached ids, from the last diagnosis.
+  std::unordered_map<std::size_t, std::string> missing_by_id_;
+};
+
+}  // namespace concord::detail

@@ -1,0 +1,40 @@
+// Chrome-trace (Perfetto) timeline of the engine: one track per tensor, with the
+// phases NEGOTIATE (enqueued until agreed on by every rank), QUEUE (agreed until
+// its bucket starts), PACK, REDUCE (the collective of its bucket) and UNPACK.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace concord::detail {
+
+class Timeline {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // Opens `path` for writing; throws Error(SystemError) if it cannot.
+  Timeline(const std::string& path, int rank);
+  ~Timeline();  // closes the JSON array: the file is valid JSON from then on
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  // A complete event [begin, end) on the tensor's track. Thread-safe.
+  void span(const std::string& tensor, const char* phase, TimePoint begin, TimePoint end,
+            const std::string& detail = {});
+
+ private:
+  int track(const std::string& tensor);  // with mutex_ held
+  void write_event(const std::string& json);
+
+  std::mutex mutex_;
+  std::FILE* file_ = nullptr;
+  int rank_;
+  TimePoint origin_;
+  bool first_ = true;
+  std::unordered_map<std::string, int> tracks_;
+};
+
+}  // namespace concord::detail

@@ -1,0 +1,37 @@
+#include "engine/work.hpp"
+
+#include <fmt/format.h>
+
+namespace concord::detail {
+
+std::string Signature::describe() const {
+  switch (kind) {
+    case WorkKind::Allreduce:
+      return fmt::format("allreduce {} {} count={} prescale={} postscale={}", to_string(dtype),
+                         to_string(op), count, prescale, postscale);
+    case WorkKind::Broadcast:
+      return fmt::format("broadcast {} count={} root={}", to_string(dtype), count, root);
+    case WorkKind::Allgather:
+      return fmt::format("allgather {} row_elements={}", to_string(dtype), count);
+  }
+  return "unknown";
+}
+
+void Work::finish(std::optional<Error> failure) {
+  error = std::move(failure);  // only the engine writes it, before `complete`
+  if (done) {
+    // The callback runs before the handle reports completion, so a waiter sees
+    // its effects; it must not throw across the engine thread.
+    try {
+      done(error ? &*error : nullptr);
+    } catch (...) {
+    }
+  }
+  {
+    std::lock_guard lock(mutex);
+    complete = true;
+  }
+  cv.notify_all();
+}
+
+}  // namespace concord::detail

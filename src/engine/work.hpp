@@ -1,0 +1,57 @@
+// One enqueued collective, shared by the caller's Handle and the engine.
+#pragma once
+
+#include <concord/engine.hpp>
+#include <concord/error.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace concord::detail {
+
+enum class WorkKind : std::uint8_t { Allreduce, Broadcast, Allgather };
+
+// What every rank must agree on for one name.
+struct Signature {
+  WorkKind kind = WorkKind::Allreduce;
+  DataType dtype = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;  // allreduce only
+  std::uint64_t count = 0;      // elements; for allgather, elements per row
+  std::int32_t root = 0;        // broadcast only
+  double prescale = 1.0;        // allreduce only
+  double postscale = 1.0;
+  Device device = Device::Cpu;
+
+  bool operator==(const Signature&) const = default;
+  // "allreduce float32 sum count=10" etc., for error messages.
+  std::string describe() const;
+};
+
+using Clock = std::chrono::steady_clock;
+
+struct Work {
+  std::string name;
+  Signature sig;
+  TensorView tensor;
+  std::uint64_t first_dim = 0;  // allgather: rows of this rank
+  Completion done;
+  Clock::time_point enqueued = Clock::now();
+  bool announced = false;  // negotiated by name, not by cache bit (engine thread only)
+
+  // Completes the work: wakes waiters and runs the completion callback.
+  void finish(std::optional<Error> failure);
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool complete = false;
+  std::optional<Error> error;
+  std::vector<std::byte> output;        // allgather result
+  std::vector<std::size_t> first_dims;  // allgather: rows per rank
+};
+
+}  // namespace concord::detail

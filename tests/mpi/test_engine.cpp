@@ -1,0 +1,369 @@
+// The fusion engine under MPI: randomised stress against a serial reference,
+// grouped enqueue, scaling, broadcast/allgather, and the error paths (mismatch,
+// duplicate, stall warning and timeout, shutdown), plus the timeline file.
+#include <catch2/catch.hpp>
+
+#include <concord/concord.hpp>
+
+#include "mpi/test_support.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+using namespace concord;
+using namespace concord::test;
+
+namespace {
+
+struct Tensor {
+  std::string name;
+  DataType dtype;
+  std::size_t count;
+  std::vector<std::byte> data;
+};
+
+// The same list of tensors on every rank (same seed), each filled with this
+// rank's inputs.
+std::vector<Tensor> make_tensors(int n, int rank, unsigned seed, const std::string& prefix) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dtype_pick(0, 7);
+  std::uniform_int_distribution<int> size_class(0, 9);
+  std::vector<Tensor> tensors;
+  for (int i = 0; i < n; ++i) {
+    const auto dtype = static_cast<DataType>(dtype_pick(gen));
+    const int cls = size_class(gen);
+    // Mostly small (biases), some medium, a few large (weights).
+    const std::size_t count = cls < 6 ? std::uniform_int_distribution<std::size_t>(0, 64)(gen)
+                              : cls < 9
+                                  ? std::uniform_int_distribution<std::size_t>(65, 4096)(gen)
+                                  : std::uniform_int_distribution<std::size_t>(4097, 70000)(gen);
+    Tensor t{fmt::format("{}{}", prefix, i), dtype, count,
+             std::vector<std::byte>(count * size_of(dtype))};
+    for (std::size_t j = 0; j < count; ++j) {
+      store(&t.data[j * size_of(dtype)], dtype, input_value(rank, j + i, dtype, ReduceOp::Sum));
+    }
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+void check_sum(const Tensor& t, int ranks, int index) {
+  const std::size_t esize = size_of(t.dtype);
+  for (std::size_t j = 0; j < t.count; ++j) {
+    const double expected =
+        reference_value(ranks, j + static_cast<std::size_t>(index), t.dtype, ReduceOp::Sum);
+    const double got = load(&t.data[j * esize], t.dtype);
+    if (got != expected) {
+      FAIL_CHECK(t.name << " (" << to_string(t.dtype) << ", count " << t.count << ") element " << j
+                        << ": got " << got << ", expected " << expected);
+      return;
+    }
+  }
+}
+
+EngineOptions quick() {
+  EngineOptions o;
+  o.cycle_time_ms = 0.5;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("1000 random tensors in random order from random threads", "[engine]") {
+  Communicator comm = Communicator::world();
+  const int rank = comm.rank();
+  for (std::size_t threshold : {std::size_t{64} << 20, std::size_t{4096}, std::size_t{0}}) {
+    EngineOptions options = quick();
+    options.fusion_threshold = threshold;
+    Engine engine(comm, options);
+    const std::string prefix = fmt::format("t{}/", threshold);
+    auto tensors = make_tensors(1000, rank, 1234, prefix);
+    std::vector<int> order(tensors.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::mt19937 gen(static_cast<unsigned>(77 + rank * 1000 + static_cast<int>(threshold % 997)));
+    std::shuffle(order.begin(), order.end(), gen);
+
+    constexpr int kThreads = 4;
+    std::vector<Handle> handles(tensors.size());
+    std::vector<std::thread> threads;
+    std::atomic<int> callbacks{0};
+    for (int th = 0; th < kThreads; ++th) {
+      threads.emplace_back([&, th] {
+        for (std::size_t k = static_cast<std::size_t>(th); k < order.size(); k += kThreads) {
+          Tensor& t = tensors[static_cast<std::size_t>(order[k])];
+          handles[static_cast<std::size_t>(order[k])] =
+              engine.enqueue_allreduce(t.name, TensorView{t.data.data(), t.count, t.dtype},
+                                       ReduceOp::Sum, 1.0, 1.0, [&](const Error* e) {
+                                         if (e == nullptr) ++callbacks;
+                                       });
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (auto& h : handles) h.wait();
+    CHECK(callbacks == static_cast<int>(tensors.size()));
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      check_sum(tensors[i], comm.size(), static_cast<int>(i));
+  }
+}
+
+TEST_CASE("the same names again, step after step, through the cache", "[engine]") {
+  Communicator comm = Communicator::world();
+  Engine engine(comm, quick());
+  for (int step = 0; step < 5; ++step) {
+    auto tensors = make_tensors(50, comm.rank(), 99, "step/");
+    std::vector<Handle> handles;
+    std::vector<int> order(tensors.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::mt19937 gen(static_cast<unsigned>(step * 31 + comm.rank()));
+    std::shuffle(order.begin(), order.end(), gen);
+    for (int i : order) {
+      Tensor& t = tensors[static_cast<std::size_t>(i)];
+      handles.push_back(
+          engine.enqueue_allreduce(t.name, {t.data.data(), t.count, t.dtype}, ReduceOp::Sum));
+    }
+    for (auto& h : handles) h.wait();
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      check_sum(tensors[i], comm.size(), static_cast<int>(i));
+  }
+}
+
+TEST_CASE("grouped allreduce, Avg and scale factors", "[engine]") {
+  Communicator comm = Communicator::world();
+  const int n = comm.size();
+  Engine engine(comm, quick());
+  std::vector<float> a(100, 1.0f), b(7, 2.0f), c(33, 3.0f);
+  auto handles = engine.enqueue_grouped_allreduce({"g/a", "g/b", "g/c"},
+                                                  {{a.data(), a.size(), DataType::Float32},
+                                                   {b.data(), b.size(), DataType::Float32},
+                                                   {c.data(), c.size(), DataType::Float32}},
+                                                  ReduceOp::Avg);
+  for (auto& h : handles) h.wait();
+  CHECK(std::all_of(a.begin(), a.end(), [](float v) { return v == 1.0f; }));
+  CHECK(std::all_of(b.begin(), b.end(), [](float v) { return v == 2.0f; }));
+  CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 3.0f; }));
+
+  std::vector<double> d(10, 1.0);
+  engine
+      .enqueue_allreduce("scaled", {d.data(), d.size(), DataType::Float64}, ReduceOp::Sum, 4.0, 0.5)
+      .wait();
+  CHECK(d[0] == 2.0 * n);
+
+  std::vector<std::int32_t> m(5, comm.rank());
+  engine.enqueue_allreduce("max", {m.data(), m.size(), DataType::Int32}, ReduceOp::Max).wait();
+  CHECK(m[4] == n - 1);
+}
+
+TEST_CASE("broadcast and allgather with uneven first dimensions", "[engine]") {
+  Communicator comm = Communicator::world();
+  const int rank = comm.rank();
+  const int n = comm.size();
+  Engine engine(comm, quick());
+  const int root = n - 1;
+  std::vector<std::int64_t> w(1000, rank == root ? 42 : -1);
+  engine.enqueue_broadcast("weights", {w.data(), w.size(), DataType::Int64}, root).wait();
+  CHECK(std::all_of(w.begin(), w.end(), [](std::int64_t v) { return v == 42; }));
+
+  const std::size_t row = 3;
+  const std::size_t rows = static_cast<std::size_t>(rank) + 1;  // 1, 2, 3, ...
+  std::vector<float> mine(rows * row);
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(rank * 100 + i);
+  Handle h = engine.enqueue_allgather("rows", {mine.data(), mine.size(), DataType::Float32}, row);
+  const auto& out = h.output();
+  const auto& dims = h.first_dims();
+  REQUIRE(dims.size() == static_cast<std::size_t>(n));
+  std::vector<float> expected;
+  for (int r = 0; r < n; ++r) {
+    CHECK(dims[static_cast<std::size_t>(r)] == static_cast<std::size_t>(r + 1));
+    for (std::size_t i = 0; i < (static_cast<std::size_t>(r) + 1) * row; ++i) {
+      expected.push_back(static_cast<float>(r * 100 + static_cast<int>(i)));
+    }
+  }
+  REQUIRE(out.size() == expected.size() * sizeof(float));
+  CHECK(std::memcmp(out.data(), expected.data(), out.size()) == 0);
+}
+
+TEST_CASE("a name with different counts on two ranks fails on every rank", "[engine][errors]") {
+  Communicator comm = Communicator::world();
+  if (comm.size() < 2) return;
+  Engine engine(comm, quick());
+  std::vector<float> v(comm.rank() == 1 ? 12 : 10, 1.0f);
+  Handle h =
+      engine.enqueue_allreduce("grad/w", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum);
+  try {
+    h.wait();
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Mismatch);
+    using Catch::Matchers::Contains;
+    CHECK_THAT(e.what(), Contains("grad/w") && Contains("rank 0: allreduce float32 sum count=10") &&
+                             Contains("rank 1: allreduce float32 sum count=12"));
+  }
+  // The engine goes on working, and the name can be used again.
+  std::vector<float> u(4, 1.0f);
+  engine.enqueue_allreduce("grad/w", {u.data(), u.size(), DataType::Float32}, ReduceOp::Sum).wait();
+  CHECK(u[0] == static_cast<float>(comm.size()));
+}
+
+TEST_CASE("a name enqueued twice while in flight is an error", "[engine][errors]") {
+  Communicator comm = Communicator::world();
+  Engine engine(comm, quick());
+  std::vector<float> a(8, 1.0f), b(8, 1.0f);
+  Handle h =
+      engine.enqueue_allreduce("dup", {a.data(), a.size(), DataType::Float32}, ReduceOp::Sum);
+  CHECK_THROWS_MATCHES(
+      engine.enqueue_allreduce("dup", {b.data(), b.size(), DataType::Float32}, ReduceOp::Sum),
+      Error, Catch::Matchers::Predicate<Error>([](const Error& e) {
+        return e.code() == ErrorCode::InvalidArgument &&
+               std::string(e.what()).find("'dup' is already in flight") != std::string::npos;
+      }));
+  CHECK_THROWS_AS(
+      engine.enqueue_grouped_allreduce(
+          {"x", "x"}, {{a.data(), 1, DataType::Float32}, {b.data(), 1, DataType::Float32}},
+          ReduceOp::Sum),
+      Error);
+  h.wait();
+  CHECK_THROWS_AS(
+      engine.enqueue_allreduce("i", {a.data(), a.size(), DataType::Int32}, ReduceOp::Avg), Error);
+}
+
+namespace {
+
+// Captures what this process writes to stderr while `body` runs.
+template <typename Body>
+std::string capture_stderr(Body&& body) {
+  char path[] = "/tmp/concord-stderr-XXXXXX";
+  const int fd = mkstemp(path);
+  std::fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  dup2(fd, STDERR_FILENO);
+  body();
+  std::fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a tensor some ranks never submit: warning, then timeout", "[engine][stall]") {
+  Communicator comm = Communicator::world();
+  if (comm.size() < 2) return;
+  EngineOptions options = quick();
+  options.stall_warning_s = 0.2;
+  options.stall_timeout_s = 0.6;
+  std::string log;
+  {
+    Engine engine(comm, options);
+    std::vector<float> v(16, 1.0f);
+    // First a name everyone submits (so it is cached), then a step where the
+    // last rank skips it (cached path) and a new name only rank 0 submits
+    // (negotiation path).
+    engine.enqueue_allreduce("cached", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum)
+        .wait();
+    const bool skip = comm.rank() == comm.size() - 1;
+    log = capture_stderr([&] {
+      std::vector<Handle> handles;
+      if (!skip) {
+        handles.push_back(engine.enqueue_allreduce(
+            "cached", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum));
+      }
+      if (comm.rank() == 0) {
+        handles.push_back(
+            engine.enqueue_allreduce("lonely", {v.data(), 4, DataType::Float32}, ReduceOp::Sum));
+      }
+      for (auto& h : handles) {
+        try {
+          h.wait();
+          FAIL("a stalled tensor completed");
+        } catch (const Error& e) {
+          CHECK(e.code() == ErrorCode::Timeout);
+          CHECK_THAT(e.what(), Catch::Matchers::Contains("did not submit it within 0.6 s"));
+          CHECK_THAT(e.what(), Catch::Matchers::Contains(std::to_string(comm.size() - 1) + "]"));
+        }
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    });
+  }
+  if (comm.rank() == 0) {
+    using Catch::Matchers::Contains;
+    CHECK_THAT(log, Contains("tensor 'cached' has waited") &&
+                        Contains("tensor 'lonely' has waited") &&
+                        Contains("CONCORD_STALL_WARNING_S"));
+  }
+}
+
+TEST_CASE("shutdown fails pending work, is idempotent, and refuses new work", "[engine]") {
+  Communicator comm = Communicator::world();
+  Engine engine(comm, quick());
+  std::vector<float> v(4, 1.0f);
+  Handle pending;
+  if (comm.rank() == 0 && comm.size() > 1) {
+    pending =
+        engine.enqueue_allreduce("never", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum);
+  }
+  engine.shutdown();
+  engine.shutdown();
+  if (pending.valid()) {
+    CHECK_THROWS_MATCHES(pending.wait(), Error,
+                         Catch::Matchers::Predicate<Error>(
+                             [](const Error& e) { return e.code() == ErrorCode::Shutdown; }));
+  }
+  CHECK_THROWS_AS(
+      engine.enqueue_allreduce("late", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum),
+      Error);
+}
+
+TEST_CASE("the timeline is valid Chrome-trace JSON with every phase", "[engine][timeline]") {
+  Communicator comm = Communicator::world();
+  const std::string path = "/tmp/concord-timeline-" + std::to_string(getpid()) + ".json";
+  {
+    EngineOptions options = quick();
+    options.timeline_path = path;
+    Engine engine(comm, options);
+    std::vector<float> a(100, 1.0f), b(50, 1.0f);
+    auto h1 = engine.enqueue_allreduce("layer1/w", {a.data(), a.size(), DataType::Float32},
+                                       ReduceOp::Sum);
+    auto h2 = engine.enqueue_allreduce("layer1/b", {b.data(), b.size(), DataType::Float32},
+                                       ReduceOp::Sum);
+    h1.wait();
+    h2.wait();
+  }
+  if (comm.rank() != 0) return;
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  nlohmann::json trace = nlohmann::json::parse(in);  // throws if not valid JSON
+  std::remove(path.c_str());
+  REQUIRE(trace.is_array());
+  std::set<std::string> phases;
+  std::set<std::string> tracks;
+  for (const auto& e : trace) {
+    if (e["ph"] == "X") {
+      phases.insert(e["name"].get<std::string>());
+      CHECK(e["dur"].get<double>() >= 0);
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name")
+      tracks.insert(e["args"]["name"].get<std::string>());
+  }
+  for (const char* phase : {"NEGOTIATE", "QUEUE", "PACK", "REDUCE", "UNPACK"}) {
+    CHECK(phases.count(phase) == 1);
+  }
+  CHECK(tracks.count("layer1/w") == 1);
+  CHECK(tracks.count("layer1/b") == 1);
+}
