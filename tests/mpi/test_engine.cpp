@@ -318,6 +318,8 @@ TEST_CASE("shutdown fails pending work, is idempotent, and refuses new work", "[
     pending =
         engine.enqueue_allreduce("never", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum);
   }
+  // One rank's shutdown stops every rank's engine: enqueue first everywhere.
+  MPI_Barrier(MPI_COMM_WORLD);
   engine.shutdown();
   engine.shutdown();
   if (pending.valid()) {
