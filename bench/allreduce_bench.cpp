@@ -285,7 +285,7 @@ std::vector<Measurement> run_allreduce_bench(
   }
 
   std::vector<Measurement> all;
-  for (std::size_t bytes = std::max(o.min_bytes, esize); bytes <= o.max_bytes; bytes *= 2) {
+  for (const std::size_t bytes : size_steps(o.min_bytes, o.max_bytes, esize)) {
     const std::size_t count = bytes / esize;
     const int iterations = iterations_for(o, bytes);
     const int warmup = warmup_for(o, bytes);
@@ -327,7 +327,8 @@ std::vector<Measurement> run_allreduce_bench(
       MPI_Reduce(&mean_us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, world);
       MPI_Reduce(&mean_us, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, world);
       MPI_Reduce(&mean_us, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, world);
-      MPI_Reduce(&valid[k], &all_valid, 1, MPI_INT, MPI_MIN, 0, world);
+      // On every rank, which all exit with the same status.
+      MPI_Allreduce(&valid[k], &all_valid, 1, MPI_INT, MPI_MIN, world);
       Measurement m;
       m.impl = impls[k].name;
       m.algorithm = impls[k].algorithm;

@@ -26,7 +26,8 @@ struct Measurement {
 };
 
 // Runs the benchmark; calls `on_size` on rank 0 with the measurements of each size
-// as soon as it is done. Returns all measurements (complete on rank 0).
+// as soon as it is done. Returns all measurements (complete on rank 0; on the
+// others only `validated` holds, agreed by all ranks).
 std::vector<Measurement> run_allreduce_bench(
     const AllreduceOptions& options, const Communicator& comm,
     const std::function<void(const std::vector<Measurement>&)>& on_size);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace concord::bench {
@@ -27,8 +28,16 @@ struct AllreduceOptions {
 int iterations_for(const AllreduceOptions& o, std::size_t bytes);
 int warmup_for(const AllreduceOptions& o, std::size_t bytes);
 
-// Parses "MIN:MAX" (also "MAX" alone, meaning MIN = the dtype's size). Throws
-// std::invalid_argument with a message for the user.
+// Parses -m's "MIN:MAX" (also "MAX" alone, meaning MIN = 0, the smallest element).
+// A count may end in K, M or G (powers of 1024): "4:64M". Throws std::invalid_argument
+// with a message for the user that names -m.
 std::pair<std::size_t, std::size_t> parse_size_range(const std::string& text);
+
+// The sizes -m MIN:MAX measures: MIN (raised to one element if smaller), doubling up
+// to MAX. Throws std::invalid_argument when MIN is not a whole number of elements or
+// when doubling from MIN does not land on MAX, so no requested size is silently
+// skipped or rounded.
+std::vector<std::size_t> size_steps(std::size_t min_bytes, std::size_t max_bytes,
+                                    std::size_t element_bytes);
 
 }  // namespace concord::bench

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 
 namespace concord::bench {
 namespace {
@@ -15,6 +17,17 @@ constexpr int kFieldWidth = 18;
 
 std::string label(const Measurement& m) {
   return m.impl == "concord" ? "concord:" + m.algorithm : m.impl;
+}
+
+// The Impl column is as wide as the longest label, so the ratio column after it
+// never runs into it; the ratio column is as wide as its header.
+int impl_width(const std::vector<Measurement>& row) {
+  std::size_t width = std::string_view("Impl").size();
+  for (const Measurement& m : row) width = std::max(width, label(m).size());
+  return static_cast<int>(width);
+}
+std::string ratio_header(const std::vector<Measurement>& row) {
+  return "ratio(/" + label(row[0]) + ")";
 }
 }  // namespace
 
@@ -32,9 +45,11 @@ void print_header(const AllreduceOptions& o, int ranks, const std::vector<Measur
   }
   header += fmt::format("{:>{}}", "busbw(GB/s)", kFieldWidth);
   if (o.validate) header += fmt::format("{:>{}}", "Validation", kFieldWidth);
-  header += fmt::format("  {}", "Impl");
-  if (first_row.size() > 1)
-    header += fmt::format("{:>{}}", fmt::format("/{}", label(first_row[0])), 26);
+  if (first_row.size() > 1) {
+    header += fmt::format("  {:<{}}  {}", "Impl", impl_width(first_row), ratio_header(first_row));
+  } else {
+    header += "  Impl";
+  }
   fmt::print("{}\n", header);
   std::fflush(stdout);
 }
@@ -48,11 +63,13 @@ void print_rows(const AllreduceOptions& o, const std::vector<Measurement>& row) 
     }
     line += fmt::format("{:>{}.2f}", m.busbw_gbps, kFieldWidth);
     if (m.validated) line += fmt::format("{:>{}}", *m.validated ? "Pass" : "FAIL", kFieldWidth);
-    line += fmt::format("  {}", label(m));
-    if (row.size() > 1 && &m != &row[0]) {
-      line +=
-          fmt::format("{:>{}.2f}", m.avg_us / row[0].avg_us,
-                      26 - static_cast<int>(label(m).size()) + static_cast<int>(label(m).size()));
+    if (row.size() > 1) {
+      // Time relative to the first implementation's (1.00 on its own line).
+      const int ratio_width = static_cast<int>(ratio_header(row).size());
+      line += fmt::format("  {:<{}}  {:>{}.2f}", label(m), impl_width(row),
+                          m.avg_us / row[0].avg_us, ratio_width);
+    } else {
+      line += fmt::format("  {}", label(m));
     }
     fmt::print("{}\n", line);
   }

@@ -1,0 +1,241 @@
+#include "memcpy_bench.hpp"
+
+#include "bench_options.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <thread>
+
+namespace concord::bench {
+namespace {
+
+// OSU layout, as the allreduce table: sizes left-aligned in 10 columns, values in 18.
+constexpr int kSizeWidth = 10;
+constexpr int kFieldWidth = 18;
+constexpr int kDefaultSamples = 15;
+// Each timed sample repeats the call until it has moved this many bytes, so the
+// clock's resolution (and, with --all-ranks, the barrier's skew) is small against it.
+constexpr std::size_t kSampleBytes = std::size_t{4} << 20;
+
+// Tells the compiler that memory may be read here, so repeated stores into the same
+// destination are neither dropped nor merged (Google Benchmark's ClobberMemory).
+inline void clobber_memory() {
+  asm volatile("" : : : "memory");
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CONCORD_BENCH_AVX2_CLONE 1
+#endif
+
+// The reduce pass. concord's kernels (src/reduce) are not public API, so the bench
+// has its own loop, which the compiler vectorises; like concord's table it also has
+// an AVX2 version, picked at load time on CPUs that have it.
+#ifdef CONCORD_BENCH_AVX2_CLONE
+__attribute__((target_clones("avx2", "default")))
+#endif
+__attribute__((noinline)) void
+add_float32(float* __restrict d, const float* __restrict a, const float* __restrict b,
+            std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) d[i] = a[i] + b[i];
+}
+
+std::string reduce_isa() {
+#ifdef CONCORD_BENCH_AVX2_CLONE
+  std::string isa = __builtin_cpu_supports("avx2") ? "avx2" : "x86-64 baseline";
+#else
+  std::string isa = "compiler default";
+#endif
+#ifndef __OPTIMIZE__
+  isa += ", NOT vectorised: built without optimisation";
+#endif
+  return isa;
+}
+
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{4096}); }
+};
+using Buffer = std::unique_ptr<float[], AlignedFree>;
+
+// Page-aligned, and every page written here, so page faults stay out of the timings.
+Buffer make_buffer(std::size_t bytes, float offset) {
+  Buffer b(static_cast<float*>(::operator new[](bytes, std::align_val_t{4096})));
+  for (std::size_t i = 0; i < bytes / sizeof(float); ++i) {
+    b[i] = offset + static_cast<float>(i % 1009);  // small integers: sums are exact
+  }
+  return b;
+}
+
+template <class Call>
+double seconds_per_call(const Call& call, int reps) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r) {
+    call();
+    clobber_memory();
+  }
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - t0;
+  return elapsed.count() / reps;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void print_header(const MemcpyOptions& o, int samples, int rank_count) {
+  fmt::print(
+      "# concord-bench memcpy: one core's memory bandwidth by size, the roofline for "
+      "allreduce\n");
+  fmt::print(
+      "# memcpy: std::memcpy; GB/s = size / time (bytes copied; memory traffic is 2x "
+      "size)\n");
+  fmt::print(
+      "# reduce: d[i] = a[i] + b[i] over float32 in the bench's own loop ({}), not "
+      "concord's kernels (not public API); GB/s = size / time (traffic 3x size)\n",
+      reduce_isa());
+  fmt::print(
+      "# median of {} timed samples per size, each >= {} MiB of calls; buffers "
+      "touched before timing; sizes that fit in cache measure the cache\n",
+      samples, kSampleBytes >> 20);
+  if (o.all_ranks) {
+    fmt::print("# {} ranks measure at once, sample by sample; GB/s per rank, mean over ranks\n",
+               rank_count);
+  } else if (rank_count > 1) {
+    fmt::print(
+        "# rank 0 of {} measures alone while the others sleep (--all-ranks: all at "
+        "once)\n",
+        rank_count);
+  }
+  fmt::print("{:<{}}{:>{}}{:>{}}\n", "# Size", kSizeWidth, "memcpy(GB/s)", kFieldWidth,
+             "reduce(GB/s)", kFieldWidth);
+  std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const std::vector<Bandwidth>& all) {
+  nlohmann::json records = nlohmann::json::array();
+  for (const Bandwidth& b : all) {
+    records.push_back({{"impl", b.impl},
+                       {"bytes", b.bytes},
+                       {"gbps", b.gbps},
+                       {"iterations", b.iterations},
+                       {"ranks", b.ranks}});
+  }
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("--json: cannot write " + path);
+  out << records.dump(1) << "\n";
+}
+
+// The measurement on this rank; with --all-ranks every rank runs it in step.
+std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, int rank_count) {
+  const int samples = o.iterations.value_or(kDefaultSamples);
+  const int measuring = o.all_ranks ? rank_count : 1;
+  const std::vector<std::size_t> sizes = size_steps(o.min_bytes, o.max_bytes, sizeof(float));
+  Buffer x, y, z;
+  int allocated = 1;
+  try {
+    x = make_buffer(o.max_bytes, 1.0f);
+    y = make_buffer(o.max_bytes, 2.0f);
+    z = make_buffer(o.max_bytes, 0.0f);
+  } catch (const std::bad_alloc&) {
+    allocated = 0;
+  }
+  // With --all-ranks, all fail alike rather than some waiting in a barrier for ever.
+  if (o.all_ranks) MPI_Allreduce(MPI_IN_PLACE, &allocated, 1, MPI_INT, MPI_MIN, comm);
+  if (!allocated) {
+    throw std::runtime_error(fmt::format("memcpy: cannot allocate 3 buffers of {} bytes{}",
+                                         o.max_bytes,
+                                         o.all_ranks && rank_count > 1 ? " on every rank" : ""));
+  }
+  auto sync = [&] {
+    if (o.all_ranks) MPI_Barrier(comm);
+  };
+  if (rank == 0) print_header(o, samples, rank_count);
+
+  std::vector<Bandwidth> all;
+  for (const std::size_t bytes : sizes) {
+    const std::size_t n = bytes / sizeof(float);
+    const int reps = static_cast<int>(std::max<std::size_t>(1, kSampleBytes / bytes));
+    const auto copy = [&] { std::memcpy(z.get(), x.get(), bytes); };
+    const auto reduce = [&] { add_float32(z.get(), x.get(), y.get(), n); };
+    seconds_per_call(copy, reps);  // warm-up: caches, TLB, clock frequency
+    seconds_per_call(reduce, reps);
+    std::vector<double> copy_s;
+    std::vector<double> reduce_s;
+    for (int s = 0; s < samples; ++s) {
+      sync();
+      copy_s.push_back(seconds_per_call(copy, reps));
+      sync();
+      reduce_s.push_back(seconds_per_call(reduce, reps));
+    }
+    // Use the results: the last timed call was a reduce; then one more copy.
+    int ok = 1;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (z[i] != x[i] + y[i]) ok = 0;
+    }
+    copy();
+    if (std::memcmp(z.get(), x.get(), bytes) != 0) ok = 0;
+
+    double gbps[2] = {static_cast<double>(bytes) / median(copy_s) / 1e9,
+                      static_cast<double>(bytes) / median(reduce_s) / 1e9};
+    if (o.all_ranks) {
+      double sum[2] = {0, 0};
+      MPI_Reduce(gbps, sum, 2, MPI_DOUBLE, MPI_SUM, 0, comm);
+      gbps[0] = sum[0] / rank_count;
+      gbps[1] = sum[1] / rank_count;
+      MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+    }
+    if (!ok) {
+      throw std::runtime_error(fmt::format("memcpy: wrong result at {} bytes", bytes));
+    }
+    all.push_back({"memcpy", bytes, gbps[0], samples, measuring});
+    all.push_back({"reduce", bytes, gbps[1], samples, measuring});
+    if (rank == 0) {
+      fmt::print("{:<{}}{:>{}.2f}{:>{}.2f}\n", bytes, kSizeWidth, gbps[0], kFieldWidth, gbps[1],
+                 kFieldWidth);
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0 && !o.json_path.empty()) write_json(o.json_path, all);
+  return all;
+}
+
+}  // namespace
+
+std::vector<Bandwidth> run_memcpy_bench(const MemcpyOptions& o, MPI_Comm comm) {
+  int rank = 0;
+  int rank_count = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &rank_count);
+  if (o.all_ranks) return measure(o, comm, rank, rank_count);
+  // Rank 0 measures alone. The others wait without spinning (MPICH's blocking calls
+  // busy-poll a core), and rank 0 joins them whatever happened, so none is left waiting.
+  std::vector<Bandwidth> all;
+  std::exception_ptr error;
+  if (rank == 0) {
+    try {
+      all = measure(o, comm, rank, rank_count);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  MPI_Request done = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm, &done);
+  for (int finished = 0; !finished;) {
+    MPI_Test(&done, &finished, MPI_STATUS_IGNORE);
+    if (!finished) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (error) std::rethrow_exception(error);
+  return all;
+}
+
+}  // namespace concord::bench
