@@ -3,6 +3,7 @@
 // return, bitwise identical everywhere. They speak only the Transport verbs.
 #pragma once
 
+#include "collectives/message_view.hpp"
 #include "reduce/reduce_kernels.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"
@@ -17,6 +18,7 @@ namespace concord::detail {
 struct ReduceSpec {
   std::size_t elem_size;  // bytes per element
   ReduceFn fn;            // dst = a op b, commutative to the bit
+  DataType dtype;         // for scaling results on the way out
 };
 
 void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec& spec,
@@ -34,7 +36,7 @@ void allreduce_flat(Algorithm algorithm, Transport& t, void* buf, std::size_t co
 // same buffer. Messages up to `direct_bytes` (and one region) take the
 // one-synchronisation path where every rank reduces everything; larger ones are
 // reduce-scattered and allgathered region by region.
-void allreduce_shared(SharedArena& node, const void* src, void* dst, std::size_t count,
+void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
                       const ReduceSpec& spec, std::size_t direct_bytes);
 
 // Two levels: the node's ranks reduce-scatter through shared memory into

@@ -4,6 +4,7 @@
 #include <concord/error.hpp>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/allreduce_segments.hpp"
 #include "collectives/node_arena.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/communicator_state.hpp"
@@ -60,7 +61,7 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
     return;  // the average over one rank is the input itself
   }
 
-  const detail::ReduceSpec spec{size_of(dtype), detail::reduce_kernel(dtype, op)};
+  const detail::ReduceSpec spec{size_of(dtype), detail::reduce_kernel(dtype, op), dtype};
   const std::size_t segment =
       options.ring_segment_bytes != 0 ? options.ring_segment_bytes : config.ring_segment_bytes;
   bool done = false;
@@ -69,7 +70,9 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
     detail::SharedArena* arena = detail::node_arena(state);  // collective the first time
     if (state.arena_everywhere) {
       if (topo.num_nodes == 1) {
-        detail::allreduce_shared(*arena, send, recv, count, spec, config.shm_direct_bytes);
+        detail::allreduce_shared(*arena, detail::MessageView(send, count, spec.elem_size),
+                                 detail::MessageView(recv, count, spec.elem_size), spec,
+                                 config.shm_direct_bytes);
       } else {
         detail::MpiTransport cross(topo.cross.get());
         const detail::InterNodeStep inter{cross, &detail::choose_flat_algorithm, segment};
@@ -91,4 +94,29 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
   if (op == ReduceOp::Avg) detail::scale(recv, count, dtype, 1.0 / size);
 }
 
+namespace detail {
+
+bool segments_supported(const Communicator& comm, Algorithm algorithm) {
+  const Config& cfg = config();
+  const Topology& topo = comm.state().topology;
+  const bool share_a_node = cfg.shm && topo.max_local_size > 1;
+  if (comm.size() < 2 || !share_a_node || topo.num_nodes != 1) return false;
+  // Bytes do not matter here: with ranks sharing a node Auto is Hierarchical.
+  if (resolve_algorithm(algorithm, 0, comm.size(), share_a_node) != Algorithm::Hierarchical) {
+    return false;
+  }
+  node_arena(comm.state());  // collective the first time
+  return comm.state().arena_everywhere;
+}
+
+void allreduce_segments(std::vector<Segment> segments, DataType dtype, ReduceOp op,
+                        const Communicator& comm) {
+  ensure_not_finalized("concord::allreduce");
+  const ReduceSpec spec{size_of(dtype), reduce_kernel(dtype, op), dtype};
+  const MessageView view(std::move(segments), spec.elem_size);
+  if (view.count() == 0) return;
+  allreduce_shared(*comm.state().arena, view, view, spec, config().shm_direct_bytes);
+}
+
+}  // namespace detail
 }  // namespace concord

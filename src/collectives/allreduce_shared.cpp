@@ -15,12 +15,13 @@
 
 namespace concord::detail {
 
-void allreduce_shared(SharedArena& node, const void* src, void* dst, std::size_t count,
+void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
                       const ReduceSpec& spec, std::size_t direct_bytes) {
   SharedRounds rounds(node, spec);
   const std::size_t capacity = rounds.region_elements();
+  const std::size_t count = src.count();
   if (count * spec.elem_size <= direct_bytes && count <= capacity) {
-    rounds.direct(src, dst, count);
+    rounds.direct(src, dst);
     return;
   }
   const auto ranks = static_cast<std::size_t>(node.size());

@@ -1,5 +1,6 @@
 #include "collectives/shared_rounds.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace concord::detail {
@@ -32,67 +33,97 @@ std::size_t SharedRounds::region_offset(const std::vector<Piece>& pieces, std::s
   return elements * spec_.elem_size;
 }
 
-void SharedRounds::contribute(std::uint64_t round, const std::byte* src,
+void SharedRounds::contribute(std::uint64_t round, const MessageView& src,
                               const std::vector<Piece>& pieces) {
   std::byte* mine = arena_.region(arena_.rank(), input_region(round));
+  const std::size_t esize = spec_.elem_size;
   std::size_t at = 0;
   for (std::size_t j = 0; j < pieces.size(); ++j) {
-    const std::size_t bytes = pieces[j].count * spec_.elem_size;
-    if (static_cast<int>(j) != arena_.rank() && bytes != 0) {
-      std::memcpy(mine + at, src + pieces[j].offset * spec_.elem_size, bytes);
+    if (static_cast<int>(j) != arena_.rank()) {
+      src.for_each_run(pieces[j].offset, pieces[j].count,
+                       [&](const std::byte* p, std::size_t off, std::size_t n, double) {
+                         std::memcpy(mine + at + off * esize, p, n * esize);
+                       });
     }
-    at += bytes;
+    at += pieces[j].count * esize;
   }
 }
 
-void SharedRounds::reduce_own_piece(std::uint64_t round, const std::byte* src, std::byte* out,
+void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src, std::byte* out,
                                     const std::vector<Piece>& pieces) {
   const int me = arena_.rank();
   const Piece& piece = pieces[static_cast<std::size_t>(me)];
   if (piece.count == 0) return;
+  const std::size_t esize = spec_.elem_size;
   const std::size_t at = region_offset(pieces, static_cast<std::size_t>(me));
-  // Own input first (read from src: it was never copied), then the peers' in
-  // rank order. Only this rank reduces this piece, so every rank ends up with
-  // these bits; out may be src itself (in place).
-  const std::byte* own = src + piece.offset * spec_.elem_size;
+  // Own input first (read where it lies: it was never copied), then the peers'
+  // in rank order. Only this rank reduces this piece, so every rank ends up
+  // with these bits; out may be the own input itself (in place).
+  int first_peer = me == 0 ? 1 : 0;
   if (arena_.size() == 1) {
-    if (out != own) std::memcpy(out, own, piece.count * spec_.elem_size);
+    src.for_each_run(piece.offset, piece.count,
+                     [&](const std::byte* p, std::size_t off, std::size_t n, double) {
+                       if (out + off * esize != p) std::memcpy(out + off * esize, p, n * esize);
+                     });
     return;
   }
-  bool first = true;
-  for (int peer = 0; peer < arena_.size(); ++peer) {
+  const std::byte* first = arena_.region(first_peer, input_region(round)) + at;
+  src.for_each_run(piece.offset, piece.count,
+                   [&](const std::byte* p, std::size_t off, std::size_t n, double) {
+                     spec_.fn(out + off * esize, p, first + off * esize, n);
+                   });
+  for (int peer = first_peer + 1; peer < arena_.size(); ++peer) {
     if (peer == me) continue;
-    const std::byte* theirs = arena_.region(peer, input_region(round)) + at;
-    spec_.fn(out, first ? own : out, theirs, piece.count);
-    first = false;
+    spec_.fn(out, out, arena_.region(peer, input_region(round)) + at, piece.count);
   }
 }
 
-void SharedRounds::direct(const void* src, void* dst, std::size_t count) {
+void SharedRounds::copy_out(const std::byte* from, const Piece& piece,
+                            const MessageView& dst) const {
+  const std::size_t esize = spec_.elem_size;
+  dst.for_each_run(piece.offset, piece.count,
+                   [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
+                     std::memcpy(p, from + off * esize, n * esize);
+                     // Still in cache: scaling here costs little.
+                     if (factor != 1.0) scale(p, n, spec_.dtype, factor);
+                   });
+}
+
+void SharedRounds::direct(const MessageView& src, const MessageView& dst) {
   const std::uint64_t round = begin_round();
   const int in = input_region(round);
-  const std::size_t bytes = count * spec_.elem_size;
-  std::memcpy(arena_.region(arena_.rank(), in), src, bytes);
+  const std::size_t count = src.count();
+  const std::size_t esize = spec_.elem_size;
+  std::byte* mine = arena_.region(arena_.rank(), in);
+  src.for_each_run(0, count, [&](const std::byte* p, std::size_t off, std::size_t n, double) {
+    std::memcpy(mine + off * esize, p, n * esize);
+  });
   arena_.publish(3 * round + 1);
   wait_all(3 * round + 1);
   // Everyone reduces in the same order from the same copies: identical bits.
-  spec_.fn(dst, arena_.region(0, in), arena_.region(1, in), count);
-  for (int peer = 2; peer < arena_.size(); ++peer) {
-    spec_.fn(dst, dst, arena_.region(peer, in), count);
-  }
+  dst.for_each_run(0, count, [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
+    spec_.fn(p, arena_.region(0, in) + off * esize, arena_.region(1, in) + off * esize, n);
+    for (int peer = 2; peer < arena_.size(); ++peer) {
+      spec_.fn(p, p, arena_.region(peer, in) + off * esize, n);
+    }
+    if (factor != 1.0) scale(p, n, spec_.dtype, factor);
+  });
   arena_.publish(3 * round + 3);
 }
 
 void SharedRounds::reduce_scatter(const void* src, void* dst, const std::vector<Piece>& pieces) {
   const std::uint64_t round = begin_round();
-  const auto* s = static_cast<const std::byte*>(src);
-  contribute(round, s, pieces);
+  // Pieces address the whole message; the view only needs to reach past the last.
+  std::size_t end = 0;
+  for (const Piece& p : pieces) end = std::max(end, p.offset + p.count);
+  const MessageView view(src, end, spec_.elem_size);
+  contribute(round, view, pieces);
   arena_.publish(3 * round + 1);
   wait_all(3 * round + 1);
   const auto me = static_cast<std::size_t>(arena_.rank());
   if (me < pieces.size()) {
     auto* out = static_cast<std::byte*>(dst) + pieces[me].offset * spec_.elem_size;
-    reduce_own_piece(round, s, out, pieces);
+    reduce_own_piece(round, view, out, pieces);
   }
   arena_.publish(3 * round + 3);
 }
@@ -117,26 +148,23 @@ void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
   arena_.publish(3 * round + 3);
 }
 
-void SharedRounds::allreduce(const void* src, void* dst, const std::vector<Piece>& pieces) {
+void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
+                             const std::vector<Piece>& pieces) {
   const std::uint64_t round = begin_round();
-  const auto* s = static_cast<const std::byte*>(src);
-  auto* d = static_cast<std::byte*>(dst);
-  contribute(round, s, pieces);
+  contribute(round, src, pieces);
   arena_.publish(3 * round + 1);
   wait_all(3 * round + 1);
   const auto mine = static_cast<std::size_t>(arena_.rank());
   if (mine < pieces.size()) {
     // Reduce into the result region (hot in this core's cache, read by peers
     // next), publish, and only then copy it out.
-    reduce_own_piece(round, s, arena_.region(arena_.rank(), result_region(round)), pieces);
+    reduce_own_piece(round, src, arena_.region(arena_.rank(), result_region(round)), pieces);
   }
   arena_.publish(3 * round + 2);
   wait_all(3 * round + 2);
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (pieces[j].count == 0) continue;
-    std::memcpy(d + pieces[j].offset * spec_.elem_size,
-                arena_.region(static_cast<int>(j), result_region(round)),
-                pieces[j].count * spec_.elem_size);
+    copy_out(arena_.region(static_cast<int>(j), result_region(round)), pieces[j], dst);
   }
   arena_.publish(3 * round + 3);
 }

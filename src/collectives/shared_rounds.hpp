@@ -11,6 +11,7 @@
 #pragma once
 
 #include "collectives/algorithms.hpp"
+#include "collectives/message_view.hpp"
 #include "transport/shared_arena.hpp"
 
 #include <cstddef>
@@ -35,27 +36,31 @@ class SharedRounds {
   // Small messages, count <= region_elements(): every rank reduces the whole
   // vector from every rank's input, in rank order (so every rank gets the same
   // bits). One synchronisation.
-  void direct(const void* src, void* dst, std::size_t count);
+  void direct(const MessageView& src, const MessageView& dst);
 
   // pieces[j] is reduced by the rank j of the arena (ranks >= pieces.size() own
   // none and only contribute). The sum of the piece counts must fit in a region.
   //
   // reduce_scatter: the owner's piece of dst holds the reduction over the arena.
+  // (dst's out_scale factors are not applied here: the caller scales.)
   void reduce_scatter(const void* src, void* dst, const std::vector<Piece>& pieces);
   // allgather: every rank's dst gets each owner's piece of dst.
   void allgather(void* dst, const std::vector<Piece>& pieces);
-  // Both in one round: every rank's dst gets every piece reduced.
-  void allreduce(const void* src, void* dst, const std::vector<Piece>& pieces);
+  // Both in one round: every rank's dst gets every piece reduced (and scaled by
+  // dst's out_scale factors). src and dst may be the same view.
+  void allreduce(const MessageView& src, const MessageView& dst, const std::vector<Piece>& pieces);
 
  private:
   std::uint64_t begin_round();
   void wait_all(std::uint64_t value) const;
   // Copies every piece but the caller's own from src into its input region.
-  void contribute(std::uint64_t round, const std::byte* src, const std::vector<Piece>& pieces);
+  void contribute(std::uint64_t round, const MessageView& src, const std::vector<Piece>& pieces);
   // Reduces the caller's piece from src (its own input) and every peer's input
-  // region into out.
-  void reduce_own_piece(std::uint64_t round, const std::byte* src, std::byte* out,
+  // region into out (contiguous, may be src's own memory).
+  void reduce_own_piece(std::uint64_t round, const MessageView& src, std::byte* out,
                         const std::vector<Piece>& pieces);
+  // Copies [piece.offset, +count) from `from` into dst, scaling as dst says.
+  void copy_out(const std::byte* from, const Piece& piece, const MessageView& dst) const;
   std::size_t region_offset(const std::vector<Piece>& pieces, std::size_t piece) const;
 
   SharedArena& arena_;

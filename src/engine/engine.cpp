@@ -1,6 +1,7 @@
 #include "engine/engine_core.hpp"
 
 #include "collectives/algorithms.hpp"
+#include "collectives/allreduce_segments.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
 #include "transport/mpi_transport.hpp"
@@ -206,6 +207,11 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
   if (allreduces.empty()) return;
   const std::vector<Bucket> buckets = plan_buckets(allreduces, fusion_threshold_);
   const int ranks = data_.size();
+  if (!zero_copy_) zero_copy_ = segments_supported(data_, algorithm_);  // same on every rank
+  if (*zero_copy_) {
+    run_buckets_in_place(buckets, agreed);
+    return;
+  }
   AllreduceOptions options;
   options.algorithm = algorithm_;
 
@@ -284,6 +290,39 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
     }));
   }
   for (auto& f : finished) f.wait();
+}
+
+void EngineCore::run_buckets_in_place(const std::vector<Bucket>& buckets,
+                                      Clock::time_point agreed) {
+  // Shared memory reads each tensor where it lies and writes each result back,
+  // scaled: no packing, no extra pass.
+  const int ranks = data_.size();
+  for (const Bucket& b : buckets) {
+    const auto begin = Clock::now();
+    std::vector<Segment> segments;
+    segments.reserve(b.works.size());
+    for (const auto& w : b.works) {
+      if (w->sig.prescale != 1.0) scale(w->tensor.data, w->tensor.count, b.dtype, w->sig.prescale);
+      segments.push_back(
+          {static_cast<std::byte*>(w->tensor.data), w->tensor.count, output_scale(w->sig, ranks)});
+    }
+    std::optional<Error> error;
+    try {
+      allreduce_segments(std::move(segments), b.dtype, b.op, data_);
+    } catch (const Error& e) {
+      error = e;
+    }
+    const auto end = Clock::now();
+    for (const auto& w : b.works) {
+      if (timeline_) {
+        timeline_->span(w->name, "QUEUE", agreed, begin);
+        timeline_->span(w->name, "REDUCE", begin, end,
+                        fmt::format("in place, bucket of {} tensors, {} bytes", b.works.size(),
+                                    b.count * size_of(b.dtype)));
+      }
+      complete(w, error);
+    }
+  }
 }
 
 void EngineCore::run_broadcast(Work& w) {

@@ -38,6 +38,7 @@ class EngineCore {
   void loop(std::stop_token stop);
   void execute(const std::vector<std::shared_ptr<Work>>& ready, Clock::time_point agreed);
   void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
+  void run_buckets_in_place(const std::vector<Bucket>& buckets, Clock::time_point agreed);
   void run_broadcast(Work& work);
   void run_allgather(Work& work);
   void complete(const std::shared_ptr<Work>& work, std::optional<Error> error);
@@ -50,6 +51,7 @@ class EngineCore {
   Algorithm algorithm_;
   std::unique_ptr<Timeline> timeline_;  // rank 0, when asked for
 
+  std::optional<bool> zero_copy_;      // buckets reduced in place (shared memory)?
   std::vector<std::byte> buffers_[2];  // fusion buffers, kept between cycles
   TaskThread packer_;
 

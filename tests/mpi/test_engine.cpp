@@ -84,15 +84,25 @@ EngineOptions quick() {
 TEST_CASE("1000 random tensors in random order from random threads", "[engine]") {
   Communicator comm = Communicator::world();
   const int rank = comm.rank();
-  for (std::size_t threshold : {std::size_t{64} << 20, std::size_t{4096}, std::size_t{0}}) {
+  // Auto reduces buckets in place through shared memory (several ranks on one
+  // node); Ring packs them into fusion buffers on the packer thread.
+  const std::pair<std::size_t, Algorithm> variants[] = {{std::size_t{64} << 20, Algorithm::Auto},
+                                                        {4096, Algorithm::Auto},
+                                                        {0, Algorithm::Auto},
+                                                        {std::size_t{64} << 20, Algorithm::Ring},
+                                                        {4096, Algorithm::Ring}};
+  for (const auto& [threshold, algorithm] : variants) {
+    INFO("fusion threshold " << threshold << ", " << to_string(algorithm));
     EngineOptions options = quick();
     options.fusion_threshold = threshold;
+    options.algorithm = algorithm;
     Engine engine(comm, options);
-    const std::string prefix = fmt::format("t{}/", threshold);
+    const std::string prefix = fmt::format("t{}-{}/", threshold, to_string(algorithm));
     auto tensors = make_tensors(1000, rank, 1234, prefix);
     std::vector<int> order(tensors.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-    std::mt19937 gen(static_cast<unsigned>(77 + rank * 1000 + static_cast<int>(threshold % 997)));
+    std::mt19937 gen(static_cast<unsigned>(77 + rank * 1000 + static_cast<int>(threshold % 997) +
+                                           static_cast<int>(algorithm)));
     std::shuffle(order.begin(), order.end(), gen);
 
     constexpr int kThreads = 4;
@@ -332,12 +342,16 @@ TEST_CASE("shutdown fails pending work, is idempotent, and refuses new work", "[
       Error);
 }
 
-TEST_CASE("the timeline is valid Chrome-trace JSON with every phase", "[engine][timeline]") {
+namespace {
+
+// Runs two allreduces with a timeline and returns rank 0's trace (null elsewhere).
+nlohmann::json traced_step(Algorithm algorithm) {
   Communicator comm = Communicator::world();
-  const std::string path = "/tmp/concord-timeline-" + std::to_string(getpid()) + ".json";
+  const std::string path = fmt::format("/tmp/concord-timeline-{}.json", getpid());
   {
     EngineOptions options = quick();
     options.timeline_path = path;
+    options.algorithm = algorithm;
     Engine engine(comm, options);
     std::vector<float> a(100, 1.0f), b(50, 1.0f);
     auto h1 = engine.enqueue_allreduce("layer1/w", {a.data(), a.size(), DataType::Float32},
@@ -346,12 +360,17 @@ TEST_CASE("the timeline is valid Chrome-trace JSON with every phase", "[engine][
                                        ReduceOp::Sum);
     h1.wait();
     h2.wait();
+    CHECK(a[0] == static_cast<float>(comm.size()));
   }
-  if (comm.rank() != 0) return;
+  if (comm.rank() != 0) return nullptr;
   std::ifstream in(path);
   REQUIRE(in.good());
   nlohmann::json trace = nlohmann::json::parse(in);  // throws if not valid JSON
   std::remove(path.c_str());
+  return trace;
+}
+
+void check_trace(const nlohmann::json& trace, std::vector<const char*> expected_phases) {
   REQUIRE(trace.is_array());
   std::set<std::string> phases;
   std::set<std::string> tracks;
@@ -360,12 +379,25 @@ TEST_CASE("the timeline is valid Chrome-trace JSON with every phase", "[engine][
       phases.insert(e["name"].get<std::string>());
       CHECK(e["dur"].get<double>() >= 0);
     }
-    if (e["ph"] == "M" && e["name"] == "thread_name")
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
       tracks.insert(e["args"]["name"].get<std::string>());
+    }
   }
-  for (const char* phase : {"NEGOTIATE", "QUEUE", "PACK", "REDUCE", "UNPACK"}) {
+  for (const char* phase : expected_phases) {
+    INFO("phase " << phase);
     CHECK(phases.count(phase) == 1);
   }
   CHECK(tracks.count("layer1/w") == 1);
   CHECK(tracks.count("layer1/b") == 1);
+}
+
+}  // namespace
+
+TEST_CASE("the timeline is valid Chrome-trace JSON with every phase", "[engine][timeline]") {
+  // A flat algorithm: buckets go through a fusion buffer.
+  nlohmann::json packed = traced_step(Algorithm::Ring);
+  if (!packed.is_null()) check_trace(packed, {"NEGOTIATE", "QUEUE", "PACK", "REDUCE", "UNPACK"});
+  // Auto on one node with several ranks: reduced in place through shared memory.
+  nlohmann::json in_place = traced_step(Algorithm::Auto);
+  if (!in_place.is_null()) check_trace(in_place, {"NEGOTIATE", "QUEUE", "REDUCE"});
 }
