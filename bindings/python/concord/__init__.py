@@ -1,0 +1,224 @@
+"""concord: collective communication for distributed deep learning.
+
+Run under ``mpiexec.mpich -n N python script.py`` (or ``concordrun -np N``);
+imported without a launcher, the process is a single rank.
+
+Arrays are any C-contiguous buffer (numpy arrays, or objects numpy can view
+without copying); bfloat16 comes from ``ml_dtypes``. Calls that communicate
+release the GIL.
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+from typing import Iterable, List, Optional, Sequence
+
+import numpy as np
+
+from ._errors import Error
+from . import _concord
+
+__all__ = [
+    "Error", "Handle", "init", "rank", "size", "local_rank", "local_size", "barrier",
+    "allreduce", "allreduce_async", "grouped_allreduce", "broadcast", "allgather", "shutdown",
+]
+
+try:  # bfloat16 is not a numpy type; ml_dtypes provides it
+    import ml_dtypes as _ml_dtypes
+    _BFLOAT16 = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    _BFLOAT16 = None
+
+_DTYPES = {
+    np.dtype(np.int8): "int8",
+    np.dtype(np.uint8): "uint8",
+    np.dtype(np.int32): "int32",
+    np.dtype(np.int64): "int64",
+    np.dtype(np.float16): "float16",
+    np.dtype(np.float32): "float32",
+    np.dtype(np.float64): "float64",
+}
+if _BFLOAT16 is not None:
+    _DTYPES[_BFLOAT16] = "bfloat16"
+
+_OPS = ("sum", "avg", "min", "max", "prod")
+_names = itertools.count()
+
+
+def _dtype_name(array: np.ndarray) -> str:
+    try:
+        return _DTYPES[array.dtype]
+    except KeyError:
+        raise TypeError(
+            f"concord: dtype {array.dtype} is not supported; use one of "
+            + ", ".join(sorted(_DTYPES.values()))) from None
+
+
+def _as_input(array) -> np.ndarray:
+    """A view of `array` (no copy) that must be C-contiguous."""
+    a = np.asarray(array)
+    if not a.flags.c_contiguous:
+        raise ValueError("concord: the array must be C-contiguous "
+                         "(np.ascontiguousarray makes a contiguous copy)")
+    _dtype_name(a)
+    return a
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0] if a.size else 0
+
+
+def _check_op(op: str) -> str:
+    if op not in _OPS:
+        raise ValueError(f"concord: op must be one of {', '.join(_OPS)}, not {op!r}")
+    return op
+
+
+def _check_output(out: np.ndarray, like: np.ndarray) -> np.ndarray:
+    if not isinstance(out, np.ndarray):
+        raise TypeError("concord: out must be a numpy array")
+    if out.dtype != like.dtype or out.shape != like.shape:
+        raise ValueError(f"concord: out has dtype {out.dtype} and shape {out.shape}; "
+                         f"expected {like.dtype} and {like.shape}")
+    if not out.flags.c_contiguous:
+        raise ValueError("concord: out must be C-contiguous")
+    if not out.flags.writeable:
+        raise ValueError("concord: out is read-only")
+    return out
+
+
+def init() -> None:
+    """Initialises MPI (if nobody has) and concord. Called implicitly by every
+    other function; calling it first makes start-up errors appear early."""
+    _concord.init()
+
+
+def rank() -> int:
+    return _concord.rank()
+
+
+def size() -> int:
+    return _concord.size()
+
+
+def local_rank() -> int:
+    """This rank's index among the ranks on its node."""
+    return _concord.local_rank()
+
+
+def local_size() -> int:
+    return _concord.local_size()
+
+
+def barrier() -> None:
+    _concord.barrier()
+
+
+def allreduce(array, op: str = "sum", algorithm: Optional[str] = None,
+              out: Optional[np.ndarray] = None) -> np.ndarray:
+    """Reduces `array` over all ranks and returns the result: a new array of the
+    same dtype and shape, or `out` (which may be `array` itself: in place).
+
+    op: "sum", "avg", "min", "max" or "prod" ("avg" needs a floating dtype).
+    algorithm: None (auto), "ring", "recursive_doubling",
+    "reduce_scatter_allgather" or "hierarchical".
+    """
+    a = _as_input(array)
+    result = np.empty_like(a) if out is None else _check_output(out, a)
+    _concord.allreduce(_address(a), _address(result), a.size, _dtype_name(a), _check_op(op),
+                       algorithm)
+    return result
+
+
+class Handle:
+    """An asynchronous operation; keeps its arrays alive until it completes."""
+
+    def __init__(self, handle, arrays, finish=None):
+        self._handle = handle
+        self._arrays = arrays
+        self._finish = finish
+        self._result = None
+        self._complete = False
+
+    def wait(self):
+        """Blocks until done (raises concord.Error if it failed); returns the result."""
+        if not self._complete:
+            self._handle.wait()
+            self._result = self._finish() if self._finish else self._arrays[-1]
+            self._complete = True
+            self._arrays = None
+        return self._result
+
+    def done(self) -> bool:
+        """True once the operation completed (wait() then returns at once)."""
+        return self._complete or self._handle.done()
+
+
+def allreduce_async(array, op: str = "sum", name: Optional[str] = None,
+                    out: Optional[np.ndarray] = None, prescale: float = 1.0,
+                    postscale: float = 1.0) -> Handle:
+    """Starts an allreduce through the fusion engine; wait() returns the result.
+
+    Ranks may start their operations in different orders: they are matched by
+    `name` (default: a counter, which needs the same call order on every rank).
+    """
+    a = _as_input(array)
+    result = _check_output(out, a) if out is not None else a.copy()
+    if out is not None and result is not a:
+        np.copyto(result, a)
+    name = name if name is not None else f"concord.allreduce.{next(_names)}"
+    h = _concord.enqueue_allreduce(name, _address(result), result.size, _dtype_name(result),
+                                   _check_op(op), prescale, postscale)
+    return Handle(h, [a, result])
+
+
+def grouped_allreduce(arrays: Sequence, op: str = "sum",
+                      names: Optional[Sequence[str]] = None) -> List[np.ndarray]:
+    """Allreduces several arrays as one group (fused); returns new arrays."""
+    inputs = [_as_input(a) for a in arrays]
+    results = [a.copy() for a in inputs]
+    if names is None:
+        base = next(_names)
+        names = [f"concord.group.{base}.{i}" for i in range(len(results))]
+    if len(names) != len(results):
+        raise ValueError("concord: names and arrays differ in length")
+    handles = _concord.enqueue_grouped_allreduce(
+        list(names), [_address(r) for r in results], [r.size for r in results],
+        [_dtype_name(r) for r in results], _check_op(op))
+    for h in handles:
+        h.wait()
+    return results
+
+
+def broadcast(array, root: int = 0, name: Optional[str] = None) -> np.ndarray:
+    """Returns root's `array` on every rank (a new array)."""
+    a = _as_input(array)
+    result = a.copy()
+    name = name if name is not None else f"concord.broadcast.{next(_names)}"
+    _concord.enqueue_broadcast(name, _address(result), result.size, _dtype_name(result),
+                               int(root)).wait()
+    return result
+
+
+def allgather(array, name: Optional[str] = None) -> np.ndarray:
+    """Concatenates every rank's `array` along the first axis (whose length may
+    differ between ranks); the other dimensions must agree."""
+    a = _as_input(array)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    row = int(np.prod(a.shape[1:], dtype=np.int64)) if a.ndim > 1 else 1
+    name = name if name is not None else f"concord.allgather.{next(_names)}"
+    if row == 0:
+        raise ValueError("concord: allgather of arrays with an empty trailing dimension")
+    h = _concord.enqueue_allgather(name, _address(a), a.size, _dtype_name(a), row)
+    data = h.output()
+    rows = sum(h.first_dims())
+    return np.frombuffer(data, dtype=a.dtype).reshape((rows,) + a.shape[1:]).copy()
+
+
+def shutdown() -> None:
+    """Stops the background engine (also done at interpreter exit)."""
+    _concord.shutdown()
+
+
+atexit.register(shutdown)

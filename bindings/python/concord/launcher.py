@@ -1,0 +1,67 @@
+"""concordrun: launches a program on N ranks with MPICH's mpiexec.
+
+    concordrun -np 4 python train.py --epochs 3
+    concordrun -np 2 -genv OMP_NUM_THREADS 1 python script.py
+
+Options other than -np/-n are passed to mpiexec unchanged (put them before the
+program, or end them with --). The MPI launcher is `mpiexec.mpich` (override with CONCORD_MPIEXEC).
+"""
+import os
+import shutil
+import sys
+
+
+# MPICH (Hydra) options that take values, and how many.
+_VALUED = {"-genv": 2, "-env": 2, "-host": 1, "-hosts": 1, "-f": 1, "-hostfile": 1,
+           "-machinefile": 1, "-ppn": 1, "-bind-to": 1, "-map-by": 1, "-genvlist": 1,
+           "-envlist": 1, "-wdir": 1, "-launcher": 1, "-iface": 1, "-configfile": 1,
+           "-rmk": 1, "-demux": 1}
+
+
+def build_command(argv):
+    """(mpiexec argv) from concordrun's argv; raises SystemExit on bad usage."""
+    ranks = None
+    mpi_args = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-np", "-n", "--np"):
+            if i + 1 >= len(argv):
+                raise SystemExit(f"concordrun: {a} needs a number of ranks")
+            ranks = argv[i + 1]
+            i += 2
+            continue
+        if a in ("-h", "--help"):
+            print(__doc__.strip())
+            raise SystemExit(0)
+        if a == "--":
+            i += 1
+            break
+        if not a.startswith("-"):
+            break
+        n = _VALUED.get(a, 0)
+        if i + n >= len(argv):
+            raise SystemExit(f"concordrun: {a} needs {n} value(s)")
+        mpi_args.extend(argv[i:i + 1 + n])
+        i += 1 + n
+    program = argv[i:]
+    if not program:
+        raise SystemExit("concordrun: no program given; usage: concordrun -np N program [args...]")
+    if ranks is None or not ranks.isdigit() or int(ranks) < 1:
+        raise SystemExit("concordrun: -np N (N >= 1) is required")
+    mpiexec = os.environ.get("CONCORD_MPIEXEC", "mpiexec.mpich")
+    if shutil.which(mpiexec) is None:
+        raise SystemExit(f"concordrun: {mpiexec} not found; install MPICH (apt-get install mpich)")
+    # Plain "python" means this interpreter, so the ranks see the same packages.
+    if program[0] in ("python", "python3"):
+        program = [sys.executable] + program[1:]
+    return [mpiexec, "-n", ranks] + mpi_args + program
+
+
+def main(argv=None):
+    cmd = build_command(sys.argv[1:] if argv is None else argv)
+    os.execvp(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+// concord._concord: the C++ side of the Python package. Buffers arrive as raw
+// addresses the Python layer took from C-contiguous arrays (no copies); every
+// call that communicates releases the GIL. concord::Error becomes
+// concord.Error(code, message).
+#include <concord/concord.hpp>
+
+#include <fmt/format.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+using namespace concord;
+
+namespace {
+
+Communicator& world() {
+  static Communicator comm = Communicator::world();
+  return comm;
+}
+
+// The process's engine on the world communicator, made by the first
+// asynchronous call; shut down by concord's atexit hook in Python.
+std::mutex engine_mutex;
+std::unique_ptr<Engine> engine;
+
+Engine& the_engine() {
+  std::lock_guard lock(engine_mutex);
+  if (!engine) engine = std::make_unique<Engine>(world());
+  return *engine;
+}
+
+void shutdown_engine() {
+  std::unique_ptr<Engine> e;
+  {
+    std::lock_guard lock(engine_mutex);
+    e = std::move(engine);
+  }
+  if (e) {
+    py::gil_scoped_release release;
+    e->shutdown();
+  }
+}
+
+void* address(std::uintptr_t p) {
+  return reinterpret_cast<void*>(p);
+}
+
+std::optional<Algorithm> algorithm_from(const std::optional<std::string>& name) {
+  if (!name) return std::nullopt;
+  return parse_algorithm(*name);
+}
+
+// A handle with the GIL released while waiting.
+struct PyHandle {
+  Handle handle;
+  void wait() {
+    py::gil_scoped_release release;
+    handle.wait();
+  }
+  bool done() const { return handle.test(); }
+  py::bytes output() {
+    {
+      py::gil_scoped_release release;
+      handle.wait();
+    }
+    const auto& out = handle.output();
+    return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+  }
+  std::vector<std::size_t> first_dims() {
+    py::gil_scoped_release release;
+    return handle.first_dims();
+  }
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_concord, m) {
+  m.doc() = "concord's C++ core (use the concord package, not this module)";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      py::object cls = py::module_::import("concord._errors").attr("Error");
+      py::object instance =
+          cls(std::string(to_string(e.code())), static_cast<int>(e.code()), std::string(e.what()));
+      PyErr_SetObject(cls.ptr(), instance.ptr());
+    }
+  });
+
+  m.def("init", [] { world(); });
+  m.def("rank", [] { return world().rank(); });
+  m.def("size", [] { return world().size(); });
+  m.def("local_rank", [] { return world().local_rank(); });
+  m.def("local_size", [] { return world().local_size(); });
+  m.def("barrier", [] {
+    py::gil_scoped_release release;
+    // Control only: no data moves through an MPI collective.
+    MPI_Barrier(world().mpi_comm());
+  });
+  m.def("shutdown", &shutdown_engine);
+
+  m.def(
+      "allreduce",
+      [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, const std::string& dtype,
+         const std::string& op, const std::optional<std::string>& algorithm) {
+        AllreduceOptions options;
+        options.algorithm = algorithm_from(algorithm).value_or(Algorithm::Auto);
+        const DataType dt = parse_data_type(dtype);
+        const ReduceOp o = parse_reduce_op(op);
+        Communicator& comm = world();
+        py::gil_scoped_release release;
+        allreduce(address(send), address(recv), count, dt, o, comm, options);
+      },
+      py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("dtype"), py::arg("op"),
+      py::arg("algorithm") = py::none());
+
+  py::class_<PyHandle>(m, "Handle")
+      .def("wait", &PyHandle::wait)
+      .def("done", &PyHandle::done)
+      .def("output", &PyHandle::output)
+      .def("first_dims", &PyHandle::first_dims);
+
+  m.def("enqueue_allreduce",
+        [](const std::string& name, std::uintptr_t data, std::size_t count,
+           const std::string& dtype, const std::string& op, double prescale, double postscale) {
+          Engine& e = the_engine();
+          return PyHandle{e.enqueue_allreduce(name, {address(data), count, parse_data_type(dtype)},
+                                              parse_reduce_op(op), prescale, postscale)};
+        });
+  m.def("enqueue_grouped_allreduce",
+        [](const std::vector<std::string>& names, const std::vector<std::uintptr_t>& data,
+           const std::vector<std::size_t>& counts, const std::vector<std::string>& dtypes,
+           const std::string& op) {
+          Engine& e = the_engine();
+          std::vector<TensorView> tensors;
+          for (std::size_t i = 0; i < data.size(); ++i) {
+            tensors.push_back({address(data[i]), counts[i], parse_data_type(dtypes[i])});
+          }
+          std::vector<PyHandle> out;
+          for (Handle& h : e.enqueue_grouped_allreduce(names, tensors, parse_reduce_op(op))) {
+            out.push_back(PyHandle{h});
+          }
+          return out;
+        });
+  m.def("enqueue_broadcast", [](const std::string& name, std::uintptr_t data, std::size_t count,
+                                const std::string& dtype, int root) {
+    Engine& e = the_engine();
+    return PyHandle{
+        e.enqueue_broadcast(name, {address(data), count, parse_data_type(dtype)}, root)};
+  });
+  m.def("enqueue_allgather", [](const std::string& name, std::uintptr_t data, std::size_t count,
+                                const std::string& dtype, std::size_t row_elements) {
+    Engine& e = the_engine();
+    return PyHandle{
+        e.enqueue_allgather(name, {address(data), count, parse_data_type(dtype)}, row_elements)};
+  });
+}
