@@ -42,8 +42,9 @@ class Handle {
   void wait() const;
   // True once complete (successfully or not); never blocks.
   bool test() const;
-  // For allgather: the gathered rows of every rank, in rank order (set once complete).
-  // first_dims()[r] is rank r's first dimension.
+  // For allgather: the gathered rows of every rank, in rank order; first_dims()[r]
+  // is rank r's first dimension. Block until the results are in (they may also
+  // be read from the operation's own completion callback); throw on failure.
   const std::vector<std::byte>& output() const;
   const std::vector<std::size_t>& first_dims() const;
 
@@ -91,9 +92,12 @@ class Engine {
                            Completion done = nullptr);
   // Several tensors submitted atomically: they become ready together on this
   // rank (names[i] goes with tensors[i]).
+  // `done`, if given, is called once, after the last of the group completed, with
+  // the first error if any failed.
   std::vector<Handle> enqueue_grouped_allreduce(const std::vector<std::string>& names,
                                                 const std::vector<TensorView>& tensors, ReduceOp op,
-                                                double prescale = 1.0, double postscale = 1.0);
+                                                double prescale = 1.0, double postscale = 1.0,
+                                                Completion done = nullptr);
   // Root's tensor to every rank, in place; count and dtype must agree.
   Handle enqueue_broadcast(const std::string& name, TensorView tensor, int root,
                            Completion done = nullptr);
@@ -114,5 +118,14 @@ class Engine {
  private:
   std::unique_ptr<detail::EngineCore> core_;
 };
+
+// The process-wide engine on Communicator::world(), shared by the Python and
+// TensorFlow bindings (so their names meet in one negotiation). Made by the
+// first call, which is collective over the world: call it at the same point on
+// every rank (concord.init() in Python does).
+Engine& default_engine();
+// Shuts the default engine down (idempotent); default_engine() then throws
+// Error(Shutdown).
+void shutdown_default_engine();
 
 }  // namespace concord

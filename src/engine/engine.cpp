@@ -399,11 +399,24 @@ Handle Engine::enqueue_allreduce(const std::string& name, TensorView tensor, Red
 std::vector<Handle> Engine::enqueue_grouped_allreduce(const std::vector<std::string>& names,
                                                       const std::vector<TensorView>& tensors,
                                                       ReduceOp op, double prescale,
-                                                      double postscale) {
+                                                      double postscale, Completion done) {
   if (names.size() != tensors.size()) {
     throw Error(ErrorCode::InvalidArgument, rank(),
                 fmt::format("Engine: grouped allreduce with {} names but {} tensors", names.size(),
                             tensors.size()));
+  }
+  // One completion for the group: the last tensor to finish reports the first error.
+  struct Group {
+    std::mutex mutex;
+    std::size_t remaining;
+    std::optional<Error> error;
+    Completion done;
+  };
+  std::shared_ptr<Group> group;
+  if (done) {
+    group = std::make_shared<Group>();
+    group->remaining = names.size();
+    group->done = std::move(done);
   }
   std::vector<std::shared_ptr<detail::Work>> works;
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -413,7 +426,19 @@ std::vector<Handle> Engine::enqueue_grouped_allreduce(const std::vector<std::str
     sig.count = tensors[i].count;
     sig.prescale = prescale;
     sig.postscale = postscale;
-    works.push_back(make_work(names[i], tensors[i], sig, nullptr));
+    Completion each;
+    if (group) {
+      each = [group](const Error* error) {
+        bool last = false;
+        {
+          std::lock_guard lock(group->mutex);
+          if (error != nullptr && !group->error) group->error = *error;
+          last = --group->remaining == 0;
+        }
+        if (last) group->done(group->error ? &*group->error : nullptr);
+      };
+    }
+    works.push_back(make_work(names[i], tensors[i], sig, std::move(each)));
   }
   return core_->submit(std::move(works));
 }
@@ -437,6 +462,31 @@ Handle Engine::enqueue_allgather(const std::string& name, TensorView tensor,
   return core_->submit({w}).front();
 }
 
+namespace {
+std::mutex default_mutex;
+std::unique_ptr<Engine> default_instance;
+bool default_shut_down = false;
+}  // namespace
+
+Engine& default_engine() {
+  std::lock_guard lock(default_mutex);
+  if (default_shut_down) {
+    throw Error(ErrorCode::Shutdown, -1, "default_engine: the engine was shut down");
+  }
+  if (!default_instance) default_instance = std::make_unique<Engine>(Communicator::world());
+  return *default_instance;
+}
+
+void shutdown_default_engine() {
+  std::unique_ptr<Engine> engine;
+  {
+    std::lock_guard lock(default_mutex);
+    default_shut_down = true;
+    engine = std::move(default_instance);
+  }
+  if (engine) engine->shutdown();
+}
+
 void Handle::wait() const {
   if (!work_) throw Error(ErrorCode::InvalidArgument, -1, "Handle::wait on an empty handle");
   std::unique_lock lock(work_->mutex);
@@ -450,13 +500,25 @@ bool Handle::test() const {
   return work_->complete;
 }
 
+namespace {
+// Waits until the work's results are set (also from inside its own completion
+// callback, which runs before the handle reports completion).
+void wait_results(detail::Work& work) {
+  std::unique_lock lock(work.mutex);
+  work.cv.wait(lock, [&] { return work.results_ready; });
+  if (work.error) throw *work.error;
+}
+}  // namespace
+
 const std::vector<std::byte>& Handle::output() const {
-  wait();
+  if (!work_) throw Error(ErrorCode::InvalidArgument, -1, "Handle::output on an empty handle");
+  wait_results(*work_);
   return work_->output;
 }
 
 const std::vector<std::size_t>& Handle::first_dims() const {
-  wait();
+  if (!work_) throw Error(ErrorCode::InvalidArgument, -1, "Handle::first_dims on an empty handle");
+  wait_results(*work_);
   return work_->first_dims;
 }
 

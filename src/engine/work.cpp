@@ -18,7 +18,12 @@ std::string Signature::describe() const {
 }
 
 void Work::finish(std::optional<Error> failure) {
-  error = std::move(failure);  // only the engine writes it, before `complete`
+  {
+    std::lock_guard lock(mutex);
+    error = std::move(failure);
+    results_ready = true;  // output()/first_dims() may be read from the callback on
+  }
+  cv.notify_all();
   if (done) {
     // The callback runs before the handle reports completion, so a waiter sees
     // its effects; it must not throw across the engine thread.

@@ -48,7 +48,8 @@ struct Work {
 
   std::mutex mutex;
   std::condition_variable cv;
-  bool complete = false;
+  bool results_ready = false;  // error/output set (before the completion callback runs)
+  bool complete = false;       // and the callback has run
   std::optional<Error> error;
   std::vector<std::byte> output;        // allgather result
   std::vector<std::size_t> first_dims;  // allgather: rows per rank

@@ -8,10 +8,20 @@ from concord.launcher import build_command
 
 def test_passes_mpi_options_and_program():
     cmd = build_command(["-np", "3", "-genv", "OMP_NUM_THREADS", "1", "-ppn", "2", "python",
-                         "train.py", "--epochs", "2"])
+                         "train.py", "--epochs", "2"], tensorflow=False)
     assert cmd[:3] == ["mpiexec.mpich", "-n", "3"]
     assert cmd[3:8] == ["-genv", "OMP_NUM_THREADS", "1", "-ppn", "2"]
     assert cmd[8:] == [sys.executable, "train.py", "--epochs", "2"]
+
+
+def test_python_scripts_run_through_the_tensorflow_runner(monkeypatch):
+    import concord.launcher as launcher
+    monkeypatch.setattr(launcher, "_has_tensorflow", lambda: True)
+    cmd = build_command(["-np", "2", "python", "train.py", "-x"])
+    assert cmd[3:] == [sys.executable, "-m", "concord.tensorflow.run", "train.py", "-x"]
+    assert build_command(["-np", "2", "--no-tensorflow", "python", "t.py"])[3:] == \
+        [sys.executable, "t.py"]
+    assert build_command(["-np", "2", "python", "-c", "pass"])[3:] == [sys.executable, "-c", "pass"]
 
 
 def test_double_dash_ends_options():

@@ -3,6 +3,10 @@
     concordrun -np 4 python train.py --epochs 3
     concordrun -np 2 -genv OMP_NUM_THREADS 1 python script.py
 
+A Python script runs data-parallel through concord.tensorflow.run (an unmodified
+Keras script: sharded inputs, averaged gradients, rank 0 writes) when TensorFlow is
+installed; --no-tensorflow runs it as it is.
+
 Options other than -np/-n are passed to mpiexec unchanged (put them before the
 program, or end them with --). The MPI launcher is `mpiexec.mpich` (override with CONCORD_MPIEXEC).
 """
@@ -18,7 +22,12 @@ _VALUED = {"-genv": 2, "-env": 2, "-host": 1, "-hosts": 1, "-f": 1, "-hostfile":
            "-rmk": 1, "-demux": 1}
 
 
-def build_command(argv):
+def _has_tensorflow():
+    import importlib.util
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def build_command(argv, tensorflow=True):
     """(mpiexec argv) from concordrun's argv; raises SystemExit on bad usage."""
     ranks = None
     mpi_args = []
@@ -30,6 +39,10 @@ def build_command(argv):
                 raise SystemExit(f"concordrun: {a} needs a number of ranks")
             ranks = argv[i + 1]
             i += 2
+            continue
+        if a == "--no-tensorflow":
+            tensorflow = False
+            i += 1
             continue
         if a in ("-h", "--help"):
             print(__doc__.strip())
@@ -55,6 +68,11 @@ def build_command(argv):
     # Plain "python" means this interpreter, so the ranks see the same packages.
     if program[0] in ("python", "python3"):
         program = [sys.executable] + program[1:]
+    # A Python script (not -m/-c) runs user-transparent data-parallel when
+    # TensorFlow is installed: concord.tensorflow.run patches Keras, then runs it.
+    if (tensorflow and program[0] == sys.executable and len(program) > 1
+            and not program[1].startswith("-") and _has_tensorflow()):
+        program = [sys.executable, "-m", "concord.tensorflow.run"] + program[1:]
     return [mpiexec, "-n", ranks] + mpi_args + program
 
 

@@ -25,27 +25,14 @@ Communicator& world() {
   return comm;
 }
 
-// The process's engine on the world communicator, made by the first
-// asynchronous call; shut down by concord's atexit hook in Python.
-std::mutex engine_mutex;
-std::unique_ptr<Engine> engine;
-
 Engine& the_engine() {
-  std::lock_guard lock(engine_mutex);
-  if (!engine) engine = std::make_unique<Engine>(world());
-  return *engine;
+  py::gil_scoped_release release;  // the first call is collective
+  return default_engine();
 }
 
 void shutdown_engine() {
-  std::unique_ptr<Engine> e;
-  {
-    std::lock_guard lock(engine_mutex);
-    e = std::move(engine);
-  }
-  if (e) {
-    py::gil_scoped_release release;
-    e->shutdown();
-  }
+  py::gil_scoped_release release;
+  shutdown_default_engine();
 }
 
 void* address(std::uintptr_t p) {
@@ -96,6 +83,7 @@ PYBIND11_MODULE(_concord, m) {
   });
 
   m.def("init", [] { world(); });
+  m.def("start_engine", [] { the_engine(); });
   m.def("rank", [] { return world().rank(); });
   m.def("size", [] { return world().size(); });
   m.def("local_rank", [] { return world().local_rank(); });

@@ -1,0 +1,241 @@
+"""concord as TensorFlow's gradient-reduction backend (TensorFlow 2.21, Keras 3).
+
+    import concord.tensorflow as ctf
+    ctf.init()
+    tape = ctf.DistributedGradientTape(tf.GradientTape())      # or:
+    optimizer = ctf.DistributedOptimizer(keras.optimizers.Adam())
+    model.fit(..., callbacks=[ctf.BroadcastInitialWeights(), ctf.MetricAverage()])
+
+Unmodified scripts: ``concordrun -np N python train.py`` (see concord.tensorflow.run).
+The ops run on concord's fusion engine, named so that TensorFlow's execution
+order cannot deadlock; they work eagerly and inside tf.function (not under XLA).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from typing import List, Optional, Sequence
+
+import tensorflow as tf
+
+import concord as _concord_py
+from concord import _concord
+
+__all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "grouped_allreduce",
+           "broadcast", "allgather", "broadcast_variables", "DistributedGradientTape",
+           "DistributedOptimizer", "BroadcastInitialWeights", "MetricAverage"]
+
+_LIB = os.path.join(os.path.dirname(__file__), "libconcord_tf_ops.so")
+if not os.path.exists(_LIB):
+    raise ImportError(
+        "concord was built without its TensorFlow ops (TensorFlow was not importable when "
+        "`pip install .` ran): install tensorflow, then reinstall concord")
+_ops = tf.load_op_library(_LIB)
+_counter = itertools.count()
+_OPS = ("sum", "avg", "min", "max", "prod")
+
+
+def init() -> None:
+    """Starts MPI and concord's engine (collective: call it on every rank)."""
+    _concord.init()
+    _concord.start_engine()
+
+
+rank = _concord_py.rank
+size = _concord_py.size
+local_rank = _concord_py.local_rank
+local_size = _concord_py.local_size
+
+
+def _name(name: Optional[str], kind: str) -> str:
+    # Without a name, calls must come in the same order on every rank.
+    return name if name else f"concord.tf.{kind}.{next(_counter)}"
+
+
+def _clean(name: str) -> str:
+    return name.replace(":", "_")
+
+
+def allreduce(tensor, op: str = "avg", name: Optional[str] = None, prescale: float = 1.0,
+              postscale: float = 1.0):
+    """postscale * op over ranks of prescale * tensor. tf.IndexedSlices (sparse
+    gradients) are allgathered instead; with avg their values are divided by size()."""
+    if op not in _OPS:
+        raise ValueError(f"concord: op must be one of {', '.join(_OPS)}, not {op!r}")
+    name = _name(name, "allreduce")
+    if isinstance(tensor, tf.IndexedSlices):
+        if op not in ("sum", "avg"):
+            raise ValueError("concord: IndexedSlices can only be summed or averaged")
+        values = allgather(tensor.values, name=name + "/values")
+        indices = allgather(tensor.indices, name=name + "/indices")
+        scale = postscale * prescale / (size() if op == "avg" else 1)
+        if scale != 1.0:
+            values = values * tf.cast(scale, values.dtype)
+        return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
+    return _ops.concord_allreduce(tensor, reduce_op=op, prescale=prescale, postscale=postscale,
+                                  tensor_name=name)
+
+
+@tf.RegisterGradient("ConcordAllreduce")
+def _allreduce_grad(op, grad):
+    reduce_op = op.get_attr("reduce_op").decode() if isinstance(op.get_attr("reduce_op"), bytes) \
+        else op.get_attr("reduce_op")
+    if reduce_op not in ("sum", "avg"):
+        return None
+    name = op.get_attr("tensor_name")
+    name = name.decode() if isinstance(name, bytes) else name
+    return _ops.concord_allreduce(grad, reduce_op=reduce_op, prescale=op.get_attr("prescale"),
+                                  postscale=op.get_attr("postscale"),
+                                  tensor_name=(name or op.name) + "/grad")
+
+
+def grouped_allreduce(tensors: Sequence, op: str = "avg",
+                      names: Optional[Sequence[str]] = None) -> List:
+    """Allreduces tensors as one group (submitted atomically, fused). Tensors of
+    different dtypes form one group per dtype; IndexedSlices go through allgather."""
+    tensors = list(tensors)
+    if names is None:
+        base = _name(None, "group")
+        names = [f"{base}.{i}" for i in range(len(tensors))]
+    names = [_clean(n) for n in names]
+    out = [None] * len(tensors)
+    by_dtype = {}
+    for i, t in enumerate(tensors):
+        if t is None:
+            continue
+        if isinstance(t, tf.IndexedSlices):
+            out[i] = allreduce(t, op=op, name=names[i])
+        else:
+            by_dtype.setdefault(tf.as_dtype(t.dtype), []).append(i)
+    for dtype, idx in by_dtype.items():
+        reduced = _ops.concord_grouped_allreduce([tensors[i] for i in idx], reduce_op=op,
+                                                 tensor_names=[names[i] for i in idx])
+        for i, r in zip(idx, reduced):
+            out[i] = r
+    return out
+
+
+def broadcast(tensor, root_rank: int = 0, name: Optional[str] = None):
+    return _ops.concord_broadcast(tensor, root_rank=root_rank,
+                                  tensor_name=_name(name, "broadcast"))
+
+
+def allgather(tensor, name: Optional[str] = None):
+    return _ops.concord_allgather(tensor, tensor_name=_name(name, "allgather"))
+
+
+def broadcast_variables(variables, root_rank: int = 0, prefix: str = "bcast") -> None:
+    """Assigns root_rank's values to `variables` on every rank (same order everywhere)."""
+    for i, v in enumerate(variables):
+        name = _clean(f"{prefix}/{i}/{getattr(v, 'path', None) or v.name}")
+        v.assign(broadcast(tf.convert_to_tensor(v), root_rank=root_rank, name=name))
+
+
+def _grad_names(sources) -> List[str]:
+    names = []
+    for i, s in enumerate(sources):
+        label = getattr(s, "path", None) or getattr(s, "name", None) or "tensor"
+        names.append(_clean(f"grad/{i}/{label}"))
+    return names
+
+
+class DistributedGradientTape:
+    """Wraps a tf.GradientTape: gradient() returns gradients averaged over ranks."""
+
+    def __init__(self, tape: tf.GradientTape, op: str = "avg"):
+        self._tape = tape
+        self._op = op
+
+    def __enter__(self):
+        self._tape.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._tape.__exit__(*exc)
+
+    def __getattr__(self, attr):
+        return getattr(self._tape, attr)
+
+    def gradient(self, target, sources, *args, **kwargs):
+        grads = self._tape.gradient(target, sources, *args, **kwargs)
+        flat = tf.nest.flatten(grads)
+        reduced = grouped_allreduce(flat, op=self._op, names=_grad_names(tf.nest.flatten(sources)))
+        return tf.nest.pack_sequence_as(grads, reduced)
+
+
+_averaging = threading.local()
+
+
+def _averaged_apply(original):
+    def apply(self, grads, trainable_variables=None, *args, **kwargs):
+        # Only the outermost optimizer averages: a LossScaleOptimizer's inner
+        # optimizer then sees the averaged gradients, and every rank agrees on
+        # whether the step is skipped.
+        if getattr(_averaging, "active", False):
+            return original(self, grads, trainable_variables, *args, **kwargs)
+        _averaging.active = True
+        try:
+            variables = trainable_variables if trainable_variables is not None else \
+                self._trainable_variables
+            grads = grouped_allreduce(list(grads), op="avg", names=_grad_names(variables))
+            return original(self, grads, trainable_variables, *args, **kwargs)
+        finally:
+            _averaging.active = False
+    return apply
+
+
+def DistributedOptimizer(optimizer):
+    """Makes a Keras 3 optimizer average gradients over ranks before applying them.
+    Returns the same object (its apply() is wrapped), so Keras sees its own type."""
+    if getattr(optimizer, "_concord_wrapped", False):
+        return optimizer
+    original = type(optimizer).apply
+    bound = _averaged_apply(original)
+    optimizer.apply = bound.__get__(optimizer, type(optimizer))
+    optimizer._concord_wrapped = True
+    return optimizer
+
+
+import keras as _keras  # noqa: E402  (after TensorFlow)
+
+
+class BroadcastInitialWeights(_keras.callbacks.Callback):
+    """Broadcasts the model's and optimizer's variables from root_rank before
+    the first training step, so every rank starts from the same state."""
+
+    def __init__(self, root_rank: int = 0):
+        super().__init__()
+        self.root_rank = root_rank
+        self._done = False
+
+    def on_train_begin(self, logs=None):
+        if self._done:
+            return
+        model = self.model
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        broadcast_variables(model.variables, self.root_rank, prefix="bcast/model")
+        if model.optimizer is not None:
+            broadcast_variables(model.optimizer.variables, self.root_rank, prefix="bcast/opt")
+        self._done = True
+
+
+class MetricAverage(_keras.callbacks.Callback):
+    """Averages the epoch's logged metrics over ranks, so every rank (and rank
+    0's progress output) reports the global values."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        _average_logs(logs, f"metrics/{epoch}")
+
+
+def _average_logs(logs, prefix):
+    if not logs or size() == 1:
+        return logs
+    import numpy as np
+    keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0)
+    values = np.array([float(logs[k]) for k in keys], dtype=np.float64)
+    averaged = _concord_py.allreduce(values, op="avg")
+    for k, v in zip(keys, averaged):
+        logs[k] = float(v)
+    return logs

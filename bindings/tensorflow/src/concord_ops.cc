@@ -1,0 +1,282 @@
+// concord's TensorFlow ops: AsyncOpKernels that hand their tensors to concord's
+// process-wide fusion engine and finish when it completes them. Ranks match
+// operations by name (the tensor_name attr, else the node name), so the order in
+// which TensorFlow's executors run them cannot deadlock. No exception crosses
+// into TensorFlow: concord::Error becomes the op's error status.
+#include <concord/concord.hpp>
+
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tf = tensorflow;
+
+namespace {
+
+tf::Status to_dtype(tf::DataType t, concord::DataType* out) {
+  switch (t) {
+    case tf::DT_HALF: *out = concord::DataType::Float16; return tf::Status();
+    case tf::DT_BFLOAT16: *out = concord::DataType::BFloat16; return tf::Status();
+    case tf::DT_FLOAT: *out = concord::DataType::Float32; return tf::Status();
+    case tf::DT_DOUBLE: *out = concord::DataType::Float64; return tf::Status();
+    case tf::DT_INT32: *out = concord::DataType::Int32; return tf::Status();
+    case tf::DT_INT64: *out = concord::DataType::Int64; return tf::Status();
+    default:
+      return tf::errors::InvalidArgument("concord: unsupported dtype ", tf::DataTypeString(t));
+  }
+}
+
+tf::Status to_status(const concord::Error& e) {
+  switch (e.code()) {
+    case concord::ErrorCode::InvalidArgument:
+    case concord::ErrorCode::Mismatch:
+      return tf::errors::InvalidArgument(e.what());
+    case concord::ErrorCode::Timeout:
+      return tf::errors::DeadlineExceeded(e.what());
+    case concord::ErrorCode::Shutdown:
+      return tf::errors::Cancelled(e.what());
+    default:
+      return tf::errors::Internal(e.what());
+  }
+}
+
+std::string name_of(tf::OpKernelConstruction* c) {
+  std::string name;
+  if (!c->GetAttr("tensor_name", &name).ok() || name.empty()) name = c->def().name();
+  return name;
+}
+
+// Runs `enqueue` (which may throw concord::Error); on a throw, fails the op.
+template <typename F>
+void guarded(tf::OpKernelContext* ctx, const tf::AsyncOpKernel::DoneCallback& done, F&& enqueue) {
+  try {
+    enqueue();
+  } catch (const concord::Error& e) {
+    ctx->SetStatus(to_status(e));
+    done();
+  } catch (const std::exception& e) {
+    ctx->SetStatus(tf::errors::Internal("concord: ", e.what()));
+    done();
+  }
+}
+
+concord::Completion finish(tf::OpKernelContext* ctx, tf::AsyncOpKernel::DoneCallback done) {
+  return [ctx, done = std::move(done)](const concord::Error* error) {
+    if (error != nullptr) ctx->SetStatus(to_status(*error));
+    done();
+  };
+}
+
+concord::ReduceOp parse_op(const std::string& op) { return concord::parse_reduce_op(op); }
+
+}  // namespace
+
+REGISTER_OP("ConcordAllreduce")
+    .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    .Attr("reduce_op: {'sum', 'avg', 'min', 'max', 'prod'} = 'sum'")
+    .Attr("prescale: float = 1.0")
+    .Attr("postscale: float = 1.0")
+    .Attr("tensor_name: string = ''")
+    .Input("tensor: T")
+    .Output("output: T")
+    .SetShapeFn(tf::shape_inference::UnchangedShape)
+    .Doc("postscale * (reduce_op over ranks of prescale * tensor), through concord.");
+
+class ConcordAllreduceOp : public tf::AsyncOpKernel {
+ public:
+  explicit ConcordAllreduceOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c), name_(name_of(c)) {
+    std::string op;
+    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
+    op_ = parse_op(op);
+    OP_REQUIRES_OK(c, c->GetAttr("prescale", &prescale_));
+    OP_REQUIRES_OK(c, c->GetAttr("postscale", &postscale_));
+  }
+
+  void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
+    const tf::Tensor& input = ctx->input(0);
+    concord::DataType dtype;
+    OP_REQUIRES_OK_ASYNC(ctx, to_dtype(input.dtype(), &dtype), done);
+    tf::Tensor* output = nullptr;
+    OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output),
+                         done);
+    if (output->data() != input.data() && input.TotalBytes() > 0) {
+      std::memcpy(output->data(), input.data(), input.TotalBytes());
+    }
+    guarded(ctx, done, [&] {
+      concord::default_engine().enqueue_allreduce(
+          name_, {output->data(), static_cast<std::size_t>(output->NumElements()), dtype}, op_,
+          prescale_, postscale_, finish(ctx, done));
+    });
+  }
+
+ private:
+  std::string name_;
+  concord::ReduceOp op_ = concord::ReduceOp::Sum;
+  float prescale_ = 1.0f;
+  float postscale_ = 1.0f;
+};
+REGISTER_KERNEL_BUILDER(Name("ConcordAllreduce").Device(tf::DEVICE_CPU), ConcordAllreduceOp);
+
+REGISTER_OP("ConcordGroupedAllreduce")
+    .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    .Attr("N: int >= 1")
+    .Attr("reduce_op: {'sum', 'avg', 'min', 'max', 'prod'} = 'sum'")
+    .Attr("tensor_names: list(string)")
+    .Input("tensors: N * T")
+    .Output("outputs: N * T")
+    .SetShapeFn([](tf::shape_inference::InferenceContext* c) {
+      for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
+      return tf::Status();
+    })
+    .Doc("Allreduces N tensors submitted to concord atomically (fused together).");
+
+class ConcordGroupedAllreduceOp : public tf::AsyncOpKernel {
+ public:
+  explicit ConcordGroupedAllreduceOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
+    std::string op;
+    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
+    op_ = parse_op(op);
+    OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
+  }
+
+  void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
+    const int n = ctx->num_inputs();
+    OP_REQUIRES_ASYNC(ctx, static_cast<int>(names_.size()) == n,
+                      tf::errors::InvalidArgument("concord: ", n, " tensors but ", names_.size(),
+                                                  " tensor_names"),
+                      done);
+    std::vector<concord::TensorView> views;
+    for (int i = 0; i < n; ++i) {
+      const tf::Tensor& input = ctx->input(i);
+      concord::DataType dtype;
+      OP_REQUIRES_OK_ASYNC(ctx, to_dtype(input.dtype(), &dtype), done);
+      tf::Tensor* output = nullptr;
+      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, input.shape(), &output), done);
+      if (input.TotalBytes() > 0) std::memcpy(output->data(), input.data(), input.TotalBytes());
+      views.push_back({output->data(), static_cast<std::size_t>(output->NumElements()), dtype});
+    }
+    guarded(ctx, done, [&] {
+      concord::default_engine().enqueue_grouped_allreduce(names_, views, op_, 1.0, 1.0,
+                                                          finish(ctx, done));
+    });
+  }
+
+ private:
+  concord::ReduceOp op_ = concord::ReduceOp::Sum;
+  std::vector<std::string> names_;
+};
+REGISTER_KERNEL_BUILDER(Name("ConcordGroupedAllreduce").Device(tf::DEVICE_CPU),
+                        ConcordGroupedAllreduceOp);
+
+REGISTER_OP("ConcordBroadcast")
+    .Attr("T: {half, bfloat16, float, double, int32, int64, bool, int8, uint8}")
+    .Attr("root_rank: int = 0")
+    .Attr("tensor_name: string = ''")
+    .Input("tensor: T")
+    .Output("output: T")
+    .SetShapeFn(tf::shape_inference::UnchangedShape)
+    .Doc("root_rank's tensor on every rank, through concord.");
+
+class ConcordBroadcastOp : public tf::AsyncOpKernel {
+ public:
+  explicit ConcordBroadcastOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c), name_(name_of(c)) {
+    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
+  }
+
+  void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
+    const tf::Tensor& input = ctx->input(0);
+    tf::Tensor* output = nullptr;
+    OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output),
+                         done);
+    if (output->data() != input.data() && input.TotalBytes() > 0) {
+      std::memcpy(output->data(), input.data(), input.TotalBytes());
+    }
+    // Broadcast moves bytes: any dtype goes as uint8.
+    guarded(ctx, done, [&] {
+      concord::default_engine().enqueue_broadcast(
+          name_, {output->data(), static_cast<std::size_t>(output->TotalBytes()),
+                  concord::DataType::UInt8},
+          root_, finish(ctx, done));
+    });
+  }
+
+ private:
+  std::string name_;
+  int root_ = 0;
+};
+REGISTER_KERNEL_BUILDER(Name("ConcordBroadcast").Device(tf::DEVICE_CPU), ConcordBroadcastOp);
+
+REGISTER_OP("ConcordAllgather")
+    .Attr("T: {half, bfloat16, float, double, int32, int64, bool, int8, uint8}")
+    .Attr("tensor_name: string = ''")
+    .Input("tensor: T")
+    .Output("output: T")
+    .SetShapeFn([](tf::shape_inference::InferenceContext* c) {
+      tf::shape_inference::ShapeHandle out;
+      TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &out));
+      c->set_output(0, out);
+      return tf::Status();
+    })
+    .Doc("Every rank's tensor concatenated along dimension 0 (which may differ per rank).");
+
+class ConcordAllgatherOp : public tf::AsyncOpKernel {
+ public:
+  explicit ConcordAllgatherOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c), name_(name_of(c)) {}
+
+  void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
+    const tf::Tensor& input = ctx->input(0);
+    OP_REQUIRES_ASYNC(ctx, input.dims() >= 1,
+                      tf::errors::InvalidArgument("concord: allgather needs rank >= 1"), done);
+    // Rows travel as bytes: row_elements counts bytes per row.
+    std::size_t row_elements = tf::DataTypeSize(input.dtype());
+    for (int d = 1; d < input.dims(); ++d) row_elements *= input.dim_size(d);
+    OP_REQUIRES_ASYNC(ctx, row_elements > 0,
+                      tf::errors::InvalidArgument("concord: allgather of empty rows"), done);
+    // The handle is needed in the callback; it is stored right after enqueue.
+    struct State {
+      std::atomic<bool> stored{false};
+      concord::Handle handle;
+    };
+    auto state = std::make_shared<State>();
+    const tf::TensorShape shape = input.shape();
+    const tf::Tensor input_copy = input;  // keeps the buffer alive
+    guarded(ctx, done, [&] {
+      state->handle = concord::default_engine().enqueue_allgather(
+          name_, {const_cast<char*>(input_copy.tensor_data().data()), input_copy.TotalBytes(),
+                  concord::DataType::UInt8},
+          row_elements,
+          [ctx, done, state, shape, input_copy](const concord::Error* error) {
+            if (error != nullptr) {
+              ctx->SetStatus(to_status(*error));
+              done();
+              return;
+            }
+            while (!state->stored.load()) std::this_thread::yield();
+            const auto& dims = state->handle.first_dims();
+            const auto& bytes = state->handle.output();
+            tf::int64 rows = 0;
+            for (auto d : dims) rows += static_cast<tf::int64>(d);
+            tf::TensorShape out_shape = shape;
+            out_shape.set_dim(0, rows);
+            tf::Tensor* output = nullptr;
+            tf::Status s = ctx->allocate_output(0, out_shape, &output);
+            if (s.ok() && !bytes.empty()) std::memcpy(output->data(), bytes.data(), bytes.size());
+            if (!s.ok()) ctx->SetStatus(s);
+            done();
+          });
+      state->stored = true;
+    });
+  }
+
+ private:
+  std::string name_;
+};
+REGISTER_KERNEL_BUILDER(Name("ConcordAllgather").Device(tf::DEVICE_CPU), ConcordAllgatherOp);

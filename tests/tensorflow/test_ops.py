@@ -1,0 +1,111 @@
+"""concord's TensorFlow ops against numpy references, eagerly and in tf.function."""
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+ctf = pytest.importorskip("concord.tensorflow")
+
+DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int32, tf.int64]
+
+
+@pytest.fixture(scope="module")
+def world():
+    ctf.init()
+    return ctf.rank(), ctf.size()
+
+
+def values(rank, n):
+    return ((np.arange(n) * 13 + rank * 7) % 17 - 8).astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", ["sum", "avg", "min", "max", "prod"])
+def test_allreduce_every_dtype(world, dtype, op):
+    rank, size = world
+    if op == "avg" and dtype.is_integer:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="avg"):
+            ctf.allreduce(tf.ones([3], dtype), op=op, name=f"bad/{dtype.name}")
+        return
+    n = 37
+    x = tf.cast(tf.constant(values(rank, n)), dtype)
+    got = ctf.allreduce(x, op=op, name=f"ar/{dtype.name}/{op}").numpy().astype(np.float64)
+    stack = np.stack([values(r, n) for r in range(size)])
+    expected = {"sum": stack.sum(0), "avg": stack.sum(0) / size, "min": stack.min(0),
+                "max": stack.max(0), "prod": stack.prod(0)}[op]
+    tol = 1e-2 if dtype in (tf.float16, tf.bfloat16) else 1e-6
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+def test_scaling_and_graph_mode(world):
+    rank, size = world
+
+    @tf.function
+    def step(a, b):
+        return (ctf.allreduce(a, op="sum", name="g/a", prescale=2.0, postscale=0.5),
+                ctf.grouped_allreduce([a, b], op="avg", names=["g/x", "g/y"]))
+
+    a = tf.fill([4, 3], float(rank + 1))
+    b = tf.constant([rank, rank], tf.int64)
+    s, (ga, gb) = step(a, tf.cast(b, tf.float64))
+    np.testing.assert_allclose(s.numpy(), np.full((4, 3), size * (size + 1) / 2))
+    np.testing.assert_allclose(ga.numpy(), np.full((4, 3), (size + 1) / 2))
+    np.testing.assert_allclose(gb.numpy(), np.full(2, (size - 1) / 2))
+
+
+def test_broadcast_allgather_uneven(world):
+    rank, size = world
+    got = ctf.broadcast(tf.fill([2, 2], rank + 10), root_rank=size - 1, name="b/t")
+    np.testing.assert_array_equal(got.numpy(), np.full((2, 2), size + 9))
+    rows = tf.fill([rank + 1, 3], float(rank))
+    gathered = ctf.allgather(rows, name="ag/t").numpy()
+    expected = np.concatenate([np.full((r + 1, 3), float(r)) for r in range(size)])
+    np.testing.assert_array_equal(gathered, expected)
+
+
+def test_gradients(world):
+    rank, size = world
+    w = tf.Variable([1.0, 2.0])
+    with ctf.DistributedGradientTape(tf.GradientTape()) as tape:
+        loss = tf.reduce_sum(w * w) * (rank + 1)
+    grad = tape.gradient(loss, [w])[0]
+    np.testing.assert_allclose(grad.numpy(), np.array([2.0, 4.0]) * (size + 1) / 2)
+    # The gradient of an allreduce is an allreduce of the gradient.
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        z = tf.reduce_sum(ctf.allreduce(x, op="sum", name="d/x"))
+    np.testing.assert_allclose(t.gradient(z, x).numpy(), np.full(2, size))
+
+
+def test_sparse_gradients_via_allgather(world):
+    rank, size = world
+    emb = tf.Variable(tf.zeros([10, 2]))
+    with ctf.DistributedGradientTape(tf.GradientTape()) as tape:
+        loss = tf.reduce_sum(tf.gather(emb, [rank % 10]))
+    grad = tape.gradient(loss, [emb])[0]
+    assert isinstance(grad, tf.IndexedSlices)
+    dense = tf.convert_to_tensor(grad).numpy()
+    expected = np.zeros((10, 2))
+    for r in range(size):
+        expected[r % 10] += 1.0 / size
+    np.testing.assert_allclose(dense, expected)
+
+
+def test_broadcast_variables_and_optimizer(world):
+    import keras
+    rank, size = world
+    v = tf.Variable(tf.fill([3], float(rank)))
+    ctf.broadcast_variables([v], root_rank=0)
+    np.testing.assert_array_equal(v.numpy(), np.zeros(3))
+    opt = ctf.DistributedOptimizer(keras.optimizers.SGD(1.0))
+    w = keras.Variable(np.zeros(2, np.float32), name="w_opt")
+    opt.apply([tf.constant([rank + 1.0, 0.0])], [w])
+    np.testing.assert_allclose(w.numpy(), [-(size + 1) / 2, 0.0])
+
+
+def test_mismatch_is_an_error(world):
+    rank, size = world
+    if size < 2:
+        pytest.skip("needs two ranks")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="submitted it differently"):
+        ctf.allreduce(tf.ones([3 + rank]), op="sum", name="mismatch")
