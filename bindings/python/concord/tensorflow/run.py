@@ -90,6 +90,21 @@ def _numpy_dataset(x, y, sample_weight, batch, shuffle, seed):
     return ds.batch(batch)
 
 
+def _average_result(result):
+    """evaluate()'s scalar, list or dict, averaged over ranks (same structure)."""
+    import numpy as np
+    from concord import allreduce, size
+    if size() == 1:
+        return result
+    if isinstance(result, dict):
+        keys = list(result)
+        averaged = allreduce(np.array([float(result[k]) for k in keys]), op="avg")
+        return {k: float(v) for k, v in zip(keys, averaged)}
+    if isinstance(result, (list, tuple)):
+        return [float(v) for v in allreduce(np.array(result, dtype=np.float64), op="avg")]
+    return float(allreduce(np.array([float(result)]), op="avg")[0])
+
+
 class _Patcher:
     def __init__(self, options):
         import keras
@@ -158,6 +173,7 @@ class _Patcher:
             sample_weight = kwargs.pop("sample_weight", None)
             sharded = patcher.shard(x, y, sample_weight, batch_size, shuffle)
             if sharded is not None:
+                shuffle = False  # the dataset shuffles, with the same seed on every rank
                 if validation_split:
                     patcher.say_once("vsplit", "validation_split is applied per rank")
                 x, y, batch_size = sharded, None, None
@@ -195,15 +211,8 @@ class _Patcher:
                 kwargs["sample_weight"] = sample_weight
             if patcher.rank != 0 and not patcher.o.no_io:
                 verbose = 0
-            return_dict = kwargs.pop("return_dict", False)
-            result = original(model, x=x, y=y, batch_size=batch_size, verbose=verbose,
-                              return_dict=True, **kwargs)
-            from concord.tensorflow import _average_logs
-            result = _average_logs(dict(result), "evaluate")
-            if return_dict:
-                return result
-            values = list(result.values())
-            return values[0] if len(values) == 1 else values
+            result = original(model, x=x, y=y, batch_size=batch_size, verbose=verbose, **kwargs)
+            return _average_result(result)
 
         keras.Model.evaluate = evaluate
 
