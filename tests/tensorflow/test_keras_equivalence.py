@@ -53,6 +53,9 @@ def test_two_ranks_train_the_same_model(tmp_path, optimizer, data):
     p = run([concordrun, "-np", "2", "python", SCRIPT, dist, "--optimizer", optimizer,
              "--data", data])
     assert p.stdout.count("Epoch 3/3") == 1  # only rank 0 reports progress
+    # Only rank 0 writes: checkpoints and saves named after the rank.
+    assert sorted(os.listdir(dist)) == ["ckpt-rank0.weights.h5", "final-rank0.weights.h5",
+                                        "final.weights.h5", "history.csv"]
 
     h1, h2 = history(single), history(dist)
     assert len(h1) == len(h2) == 3

@@ -62,6 +62,27 @@ def test_broadcast_allgather_uneven(world):
     np.testing.assert_array_equal(gathered, expected)
 
 
+def test_rank_dependent_order_in_graph_mode(world):
+    """Independent allreduces created (and so scheduled) in a different order on
+    every rank: matched by name, they cannot deadlock."""
+    rank, size = world
+    names = [f"order/{i}" for i in range(24)]
+    order = names[rank % len(names):] + names[:rank % len(names)]
+    if rank % 2:
+        order.reverse()
+
+    @tf.function
+    def step(x):
+        out = {}
+        for name in order:
+            out[name] = ctf.allreduce(x * float(names.index(name) + 1), op="sum", name=name)
+        return [out[n] for n in names]
+
+    results = step(tf.ones([5]))
+    for i, r in enumerate(results):
+        np.testing.assert_array_equal(r.numpy(), np.full(5, float((i + 1) * size)))
+
+
 def test_gradients(world):
     rank, size = world
     w = tf.Variable([1.0, 2.0])

@@ -46,13 +46,19 @@ def main():
     x, y = data()
     os.makedirs(args.out, exist_ok=True)
     log = keras.callbacks.CSVLogger(os.path.join(args.out, "history.csv"))
+    # Named after the MPI rank (PMI_RANK; absent in a plain run), so the test
+    # can see which ranks wrote: only rank 0 may.
+    who = os.environ.get("PMI_RANK", "0")
+    ckpt = keras.callbacks.ModelCheckpoint(os.path.join(args.out, f"ckpt-rank{who}.weights.h5"),
+                                           save_weights_only=True)
     if args.data == "numpy":
-        model.fit(x, y, batch_size=32, epochs=args.epochs, shuffle=False, callbacks=[log],
+        model.fit(x, y, batch_size=32, epochs=args.epochs, shuffle=False, callbacks=[log, ckpt],
                   verbose=2)
     else:
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
-        model.fit(ds, epochs=args.epochs, callbacks=[log], verbose=2)
+        model.fit(ds, epochs=args.epochs, callbacks=[log, ckpt], verbose=2)
     model.save_weights(os.path.join(args.out, "final.weights.h5"))
+    model.save_weights(os.path.join(args.out, f"final-rank{who}.weights.h5"))
     print("eval", model.evaluate(x, y, batch_size=64, verbose=0))
 
 
