@@ -23,12 +23,24 @@ namespace {
 
 tf::Status to_dtype(tf::DataType t, concord::DataType* out) {
   switch (t) {
-    case tf::DT_HALF: *out = concord::DataType::Float16; return tf::Status();
-    case tf::DT_BFLOAT16: *out = concord::DataType::BFloat16; return tf::Status();
-    case tf::DT_FLOAT: *out = concord::DataType::Float32; return tf::Status();
-    case tf::DT_DOUBLE: *out = concord::DataType::Float64; return tf::Status();
-    case tf::DT_INT32: *out = concord::DataType::Int32; return tf::Status();
-    case tf::DT_INT64: *out = concord::DataType::Int64; return tf::Status();
+    case tf::DT_HALF:
+      *out = concord::DataType::Float16;
+      return tf::Status();
+    case tf::DT_BFLOAT16:
+      *out = concord::DataType::BFloat16;
+      return tf::Status();
+    case tf::DT_FLOAT:
+      *out = concord::DataType::Float32;
+      return tf::Status();
+    case tf::DT_DOUBLE:
+      *out = concord::DataType::Float64;
+      return tf::Status();
+    case tf::DT_INT32:
+      *out = concord::DataType::Int32;
+      return tf::Status();
+    case tf::DT_INT64:
+      *out = concord::DataType::Int64;
+      return tf::Status();
     default:
       return tf::errors::InvalidArgument("concord: unsupported dtype ", tf::DataTypeString(t));
   }
@@ -75,7 +87,20 @@ concord::Completion finish(tf::OpKernelContext* ctx, tf::AsyncOpKernel::DoneCall
   };
 }
 
-concord::ReduceOp parse_op(const std::string& op) { return concord::parse_reduce_op(op); }
+// Output 0 holding input 0's values, for in-place collectives: the input's own
+// buffer when TensorFlow can forward it, else a copy.
+tf::Status output_holding_input(tf::OpKernelContext* ctx, tf::Tensor** output) {
+  const tf::Tensor& input = ctx->input(0);
+  TF_RETURN_IF_ERROR(ctx->forward_input_or_allocate_output({0}, 0, input.shape(), output));
+  if ((*output)->data() != input.data() && input.TotalBytes() > 0) {
+    std::memcpy((*output)->data(), input.data(), input.TotalBytes());
+  }
+  return tf::Status();
+}
+
+concord::ReduceOp parse_op(const std::string& op) {
+  return concord::parse_reduce_op(op);
+}
 
 }  // namespace
 
@@ -105,11 +130,7 @@ class ConcordAllreduceOp : public tf::AsyncOpKernel {
     concord::DataType dtype;
     OP_REQUIRES_OK_ASYNC(ctx, to_dtype(input.dtype(), &dtype), done);
     tf::Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output),
-                         done);
-    if (output->data() != input.data() && input.TotalBytes() > 0) {
-      std::memcpy(output->data(), input.data(), input.TotalBytes());
-    }
+    OP_REQUIRES_OK_ASYNC(ctx, output_holding_input(ctx, &output), done);
     guarded(ctx, done, [&] {
       concord::default_engine().enqueue_allreduce(
           name_, {output->data(), static_cast<std::size_t>(output->NumElements()), dtype}, op_,
@@ -194,16 +215,13 @@ class ConcordBroadcastOp : public tf::AsyncOpKernel {
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
     const tf::Tensor& input = ctx->input(0);
     tf::Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output),
-                         done);
-    if (output->data() != input.data() && input.TotalBytes() > 0) {
-      std::memcpy(output->data(), input.data(), input.TotalBytes());
-    }
+    OP_REQUIRES_OK_ASYNC(ctx, output_holding_input(ctx, &output), done);
     // Broadcast moves bytes: any dtype goes as uint8.
     guarded(ctx, done, [&] {
       concord::default_engine().enqueue_broadcast(
-          name_, {output->data(), static_cast<std::size_t>(output->TotalBytes()),
-                  concord::DataType::UInt8},
+          name_,
+          {output->data(), static_cast<std::size_t>(output->TotalBytes()),
+           concord::DataType::UInt8},
           root_, finish(ctx, done));
     });
   }
@@ -250,10 +268,10 @@ class ConcordAllgatherOp : public tf::AsyncOpKernel {
     const tf::Tensor input_copy = input;  // keeps the buffer alive
     guarded(ctx, done, [&] {
       state->handle = concord::default_engine().enqueue_allgather(
-          name_, {const_cast<char*>(input_copy.tensor_data().data()), input_copy.TotalBytes(),
-                  concord::DataType::UInt8},
-          row_elements,
-          [ctx, done, state, shape, input_copy](const concord::Error* error) {
+          name_,
+          {const_cast<char*>(input_copy.tensor_data().data()), input_copy.TotalBytes(),
+           concord::DataType::UInt8},
+          row_elements, [ctx, done, state, shape, input_copy](const concord::Error* error) {
             if (error != nullptr) {
               ctx->SetStatus(to_status(*error));
               done();
