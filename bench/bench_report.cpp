@@ -37,6 +37,10 @@ void print_header(const AllreduceOptions& o, int ranks, const std::vector<Measur
   fmt::print("# concord-bench allreduce: {} ranks, dtype {}, op {}{}\n", ranks, to_string(o.dtype),
              to_string(o.op), o.validate ? ", validated" : "");
   fmt::print("# Implementations, interleaved size by size: {}\n", impls);
+  print_columns(o, first_row);
+}
+
+void print_columns(const AllreduceOptions& o, const std::vector<Measurement>& first_row) {
   std::string header =
       fmt::format("{:<{}}{:>{}}", "# Size", kSizeWidth, "Avg Latency(us)", kFieldWidth);
   if (o.full_stats) {
@@ -82,7 +86,7 @@ void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
   for (const Measurement& m : all) {
     records.push_back(
         {{"impl", m.impl},
-         {"algorithm", m.algorithm},
+         {"algorithm", m.algorithm.empty() ? nlohmann::json() : nlohmann::json(m.algorithm)},
          {"dtype", std::string(to_string(o.dtype))},
          {"op", std::string(to_string(o.op))},
          {"ranks", ranks},

@@ -1,10 +1,12 @@
 // concord-bench: OSU-style microbenchmarks of concord against MPI (and NCCL).
 //   mpiexec.mpich -n P concord-bench allreduce [options]
 //   concord-bench memcpy [options]       (the memory-bandwidth roofline; also under mpiexec)
+//   mpiexec.mpich -n P concord-bench fusion --model FILE.tsv [options]   (one training step)
 // Without mpiexec it runs as a single rank (MPI singleton).
 #include "allreduce_bench.hpp"
 #include "bench_options.hpp"
 #include "bench_report.hpp"
+#include "fusion_bench.hpp"
 #include "memcpy_bench.hpp"
 
 #include <concord/concord.hpp>
@@ -158,11 +160,14 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     AllreduceArgs allreduce_args;
     MemcpyArgs memcpy_args;
+    concord::bench::FusionArgs fusion_args;
     CLI::App* allreduce_cmd = add_allreduce(app, allreduce_args);
     CLI::App* memcpy_cmd = add_memcpy(app, memcpy_args);
+    CLI::App* fusion_cmd = concord::bench::add_fusion_command(app, fusion_args);
     app.parse(argc, argv);
     if (allreduce_cmd->parsed()) status = run_allreduce(allreduce_args, rank);
     if (memcpy_cmd->parsed()) status = run_memcpy(memcpy_args);
+    if (fusion_cmd->parsed()) status = concord::bench::run_fusion_command(fusion_args);
   } catch (const CLI::ParseError& e) {
     // Only rank 0 prints help or the parse error; every rank exits alike.
     status = rank == 0 ? app.exit(e) : e.get_exit_code();

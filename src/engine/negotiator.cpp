@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <sched.h>
 
@@ -40,16 +41,22 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Polls a request, yielding the core between polls (peers may share it).
-// Returns false if `give_up_after_s` > 0 passed first.
+// Polls a request: briefly busy, then yielding, then sleeping 50 us between
+// polls. Negotiation waits for the slowest rank's next cycle, often a whole
+// training step; spinning that long would take the core from the framework's
+// own threads. Returns false if `give_up_after_s` > 0 passed first.
 bool wait_request(MPI_Request& request, double give_up_after_s, int rank) {
   const auto start = Clock::now();
-  for (int spins = 0;; ++spins) {
+  for (int polls = 0;; ++polls) {
     int done = 0;
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", rank);
     if (done) return true;
-    if (spins > 100) sched_yield();
-    if (give_up_after_s > 0 && spins % 64 == 0 && seconds_since(start) > give_up_after_s) {
+    if (polls > 1000) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else if (polls > 100) {
+      sched_yield();
+    }
+    if (give_up_after_s > 0 && polls % 64 == 0 && seconds_since(start) > give_up_after_s) {
       return false;
     }
   }

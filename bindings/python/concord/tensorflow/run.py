@@ -251,9 +251,24 @@ class _Patcher:
         sys.stdout = open(os.devnull, "w")
 
 
+def _share_cores():
+    """Gives each rank its share of the node's cores for TensorFlow's thread
+    pools (unless the user chose): N ranks each running a pool as wide as the
+    machine oversubscribe it, and the gradient exchange waits on the slowest."""
+    local = int(os.environ.get("MPI_LOCALNRANKS", "1"))  # set by MPICH's mpiexec
+    if local <= 1:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    share = max(1, (cores or 1) // local)
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(share))
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", str(max(1, min(2, share))))
+    os.environ.setdefault("OMP_NUM_THREADS", str(share))
+
+
 def main(argv=None):
     o = _parse(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _share_cores()
     from concord import tensorflow as ctf
     ctf.init()
     p = _Patcher(o)
