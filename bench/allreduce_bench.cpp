@@ -1,4 +1,5 @@
 #include "allreduce_bench.hpp"
+#include "elements.hpp"
 
 #include <concord/allreduce.hpp>
 #include <concord/error.hpp>
@@ -29,32 +30,6 @@ struct Impl {
   std::string algorithm;
   std::function<void(const void*, void*, std::size_t)> run;
 };
-
-std::optional<MPI_Datatype> mpi_type(DataType dtype) {
-  switch (dtype) {
-    case DataType::Int8:
-      return MPI_INT8_T;
-    case DataType::UInt8:
-      return MPI_UINT8_T;
-    case DataType::Int32:
-      return MPI_INT32_T;
-    case DataType::Int64:
-      return MPI_INT64_T;
-    case DataType::Float32:
-      return MPI_FLOAT;
-    case DataType::Float64:
-      return MPI_DOUBLE;
-    case DataType::Float16:
-#ifdef MPIX_C_FLOAT16
-      return MPIX_C_FLOAT16;
-#else
-      return std::nullopt;
-#endif
-    case DataType::BFloat16:
-      return std::nullopt;
-  }
-  return std::nullopt;
-}
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
@@ -135,56 +110,12 @@ double pattern(int rank, std::size_t i, DataType dtype, ReduceOp op) {
   }
 }
 
-void store(std::byte* dst, DataType dtype, double v) {
-  switch (dtype) {
-    case DataType::Int8: {
-      auto x = static_cast<std::int8_t>(v);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::UInt8: {
-      auto x = static_cast<std::uint8_t>(v);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::Int32: {
-      auto x = static_cast<std::int32_t>(v);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::Int64: {
-      auto x = static_cast<std::int64_t>(v);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::Float16: {
-      auto x = static_cast<_Float16>(v);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::BFloat16: {  // exact values: the top half of the float
-      auto x =
-          static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(v)) >> 16);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::Float32: {
-      auto x = static_cast<float>(v);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::Float64:
-      std::memcpy(dst, &v, sizeof v);
-      break;
-  }
-}
-
 class Validator {
  public:
   Validator(const AllreduceOptions& o, int rank, int ranks, std::size_t max_count)
       : o_(o), esize_(size_of(o.dtype)), input_(max_count * esize_), expected_(max_count * esize_) {
     for (std::size_t i = 0; i < max_count; ++i) {
-      store(&input_[i * esize_], o.dtype, pattern(rank, i, o.dtype, o.op));
+      store_element(&input_[i * esize_], o.dtype, pattern(rank, i, o.dtype, o.op));
       double acc = pattern(0, i, o.dtype, o.op);
       for (int r = 1; r < ranks; ++r) {
         const double v = pattern(r, i, o.dtype, o.op);
@@ -204,7 +135,7 @@ class Validator {
       }
       if (o.op == ReduceOp::Avg) acc /= ranks;
       expected_avg_.push_back(acc);
-      store(&expected_[i * esize_], o.dtype, acc);
+      store_element(&expected_[i * esize_], o.dtype, acc);
     }
   }
   void fill(std::byte* send, std::size_t count) const {
@@ -218,29 +149,7 @@ class Validator {
                        : o_.dtype == DataType::Float32  ? 1e-6
                                                         : 1e-14;
     for (std::size_t i = 0; i < count; ++i) {
-      double got = 0;
-      switch (o_.dtype) {
-        case DataType::Float16: {
-          _Float16 h;
-          std::memcpy(&h, recv + i * esize_, 2);
-          got = static_cast<double>(h);
-          break;
-        }
-        case DataType::BFloat16: {
-          std::uint16_t b;
-          std::memcpy(&b, recv + i * esize_, 2);
-          got = std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
-          break;
-        }
-        case DataType::Float32: {
-          float f;
-          std::memcpy(&f, recv + i * esize_, 4);
-          got = f;
-          break;
-        }
-        default:
-          std::memcpy(&got, recv + i * esize_, 8);
-      }
+      const double got = load_element(recv + i * esize_, o_.dtype);
       if (!(std::fabs(got - expected_avg_[i]) <= eps * std::max(1.0, std::fabs(expected_avg_[i]))))
         return false;
     }

@@ -1,4 +1,5 @@
 #include "fusion_bench.hpp"
+#include "elements.hpp"
 
 #include "allreduce_bench.hpp"
 #include "bench_options.hpp"
@@ -76,59 +77,6 @@ double value_at(std::size_t x) {
   return static_cast<double>(x % 9) - 4.0;
 }
 
-void store(std::byte* dst, DataType dtype, double v) {
-  switch (dtype) {
-    case DataType::Float16: {
-      auto x = static_cast<_Float16>(v);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::BFloat16: {  // small integers: exact in the top half of the float
-      auto x =
-          static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(v)) >> 16);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::Float32: {
-      auto x = static_cast<float>(v);
-      std::memcpy(dst, &x, sizeof x);
-      break;
-    }
-    case DataType::Float64:
-      std::memcpy(dst, &v, sizeof v);
-      break;
-    default:
-      throw std::logic_error("fusion bench: unsupported dtype");
-  }
-}
-
-double load(const std::byte* src, DataType dtype) {
-  switch (dtype) {
-    case DataType::Float16: {
-      _Float16 x;
-      std::memcpy(&x, src, sizeof x);
-      return static_cast<double>(x);
-    }
-    case DataType::BFloat16: {
-      std::uint16_t x;
-      std::memcpy(&x, src, sizeof x);
-      return std::bit_cast<float>(static_cast<std::uint32_t>(x) << 16);
-    }
-    case DataType::Float32: {
-      float x;
-      std::memcpy(&x, src, sizeof x);
-      return x;
-    }
-    case DataType::Float64: {
-      double x;
-      std::memcpy(&x, src, sizeof x);
-      return x;
-    }
-    default:
-      throw std::logic_error("fusion bench: unsupported dtype");
-  }
-}
-
 // A repeating pattern, kPeriod elements long, stored in the dtype and long enough that
 // any tensor is filled (or compared) with memcpy/memcmp from `phase` onwards in
 // chunks of kChunk elements, a multiple of the period.
@@ -138,7 +86,7 @@ class Tape {
   Tape(DataType dtype, const std::function<double(std::size_t)>& value)
       : esize_(size_of(dtype)), bytes_((kChunk + kPeriod) * esize_) {
     for (std::size_t j = 0; j < kChunk + kPeriod; ++j) {
-      store(&bytes_[j * esize_], dtype, value(j % kPeriod));
+      store_element(&bytes_[j * esize_], dtype, value(j % kPeriod));
     }
   }
   void fill(std::byte* dst, std::size_t count, std::size_t phase) const {
@@ -228,7 +176,7 @@ class Data {
                    "concord-bench fusion: rank {}, {}, step {}: tensor '{}' element {} is {}, "
                    "expected {}\n",
                    rank, impl, step, model_.tensors[t].name, bad,
-                   load(got + bad * esize_, o_.dtype), want);
+                   load_element(got + bad * esize_, o_.dtype), want);
         return false;
       }
     }
@@ -254,7 +202,7 @@ class Data {
     std::size_t j = phase(t, 0);
     for (std::size_t i = 0; i < n; ++i) {
       const double want = sums_[j] / ranks_;
-      const double v = load(got + i * esize_, o_.dtype);
+      const double v = load_element(got + i * esize_, o_.dtype);
       if (!(std::fabs(v - want) <= eps * std::max(1.0, std::fabs(want)))) return i;
       if (++j == kPeriod) j = 0;
     }
@@ -281,7 +229,8 @@ struct Impl {
   std::shared_ptr<void> owner;  // the engine or communicator `step` uses
 };
 
-std::optional<MPI_Datatype> mpi_type(DataType dtype) {
+// Gradients in MPI: float32 and float64 only (MPI-4.0 has no 16-bit floats).
+std::optional<MPI_Datatype> gradient_mpi_type(DataType dtype) {
   switch (dtype) {
     case DataType::Float32:
       return MPI_FLOAT;
@@ -455,7 +404,7 @@ int run_fusion(const FusionOptions& o) {
 
   std::vector<std::string> impl_names;
   for (const std::string& name : o.impls) {
-    if (name == "mpi-per-tensor" && !mpi_type(o.dtype)) {
+    if (name == "mpi-per-tensor" && !gradient_mpi_type(o.dtype)) {
       if (rank == 0) {
         fmt::print(stderr,
                    "concord-bench fusion: skipping mpi-per-tensor: MPI has no {} datatype\n",
@@ -515,7 +464,7 @@ int run_fusion(const FusionOptions& o) {
     if (name == "mpi-per-tensor") {
       auto mpi = std::make_shared<MpiComm>();
       MPI_Comm_dup(world, &mpi->comm);
-      const MPI_Datatype type = *mpi_type(o.dtype);
+      const MPI_Datatype type = *gradient_mpi_type(o.dtype);
       return Impl{name,
                   [&, type, c = mpi->comm] {
                     for (std::size_t t = 0; t < n; ++t) {  // the file's order
