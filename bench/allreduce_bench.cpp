@@ -1,5 +1,8 @@
 #include "allreduce_bench.hpp"
 #include "elements.hpp"
+#if CONCORD_BENCH_NCCL
+#include "device_bench.hpp"
+#endif
 
 #include <concord/allreduce.hpp>
 #include <concord/error.hpp>
@@ -14,6 +17,7 @@
 #include <cstring>
 
 #include <sys/mman.h>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 
@@ -45,6 +49,36 @@ MPI_Op mpi_op(ReduceOp op) {
   }
   return MPI_SUM;
 }
+
+#if CONCORD_BENCH_NCCL
+// The implementations on device buffers; nccl is skipped, with the reason, where
+// it cannot run.
+std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicator& comm,
+                                    DeviceBench& device) {
+  std::vector<Impl> impls;
+  for (const std::string& name : o.impls) {
+    if (name == "concord") {
+      for (Algorithm a : o.algorithms) {
+        impls.push_back({name, std::string(to_string(a)), device.concord_impl(o, a)});
+      }
+    } else if (name == "mpi") {
+      impls.push_back({name, "mpi-host-staged", device.mpi_staged_impl(o)});
+    } else if (name == "nccl") {
+      std::string why;
+      if (auto run = device.nccl_impl(o, &why)) {
+        impls.push_back({name, "nccl", *run});
+      } else if (comm.rank() == 0) {
+        fmt::print(stderr, "concord-bench: skipping nccl: {}\n", why);
+      }
+    } else {
+      throw std::invalid_argument("--impl: unknown implementation '" + name +
+                                  "' (accepted: concord, mpi, nccl)");
+    }
+  }
+  if (impls.empty()) throw std::invalid_argument("--impl: nothing left to run");
+  return impls;
+}
+#endif
 
 std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm) {
   std::vector<Impl> impls;
@@ -85,9 +119,7 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
                          }
                        }});
     } else if (name == "nccl") {
-      throw std::invalid_argument(
-          "--impl nccl needs device buffers (--device cuda), which this "
-          "build does not support yet");
+      throw std::invalid_argument("--impl nccl needs device buffers: add --device cuda");
     } else {
       throw std::invalid_argument("--impl: unknown implementation '" + name +
                                   "' (accepted: concord, mpi, nccl)");
@@ -186,19 +218,51 @@ Buffer make_buffer(std::size_t bytes) {
 std::vector<Measurement> run_allreduce_bench(
     const AllreduceOptions& o, const Communicator& comm,
     const std::function<void(const std::vector<Measurement>&)>& on_size) {
-  const std::vector<Impl> impls = make_impls(o, comm);
   const std::size_t esize = size_of(o.dtype);
   const int p = comm.size();
   MPI_Comm world = comm.mpi_comm();
   const std::size_t max_count = o.max_bytes / esize;
-  Buffer send = make_buffer(max_count * esize);
-  Buffer recv = make_buffer(max_count * esize);
+  // Host buffers, or device buffers with host copies the validator works on.
+  Buffer host_send = make_buffer(max_count * esize);
+  Buffer host_recv = make_buffer(max_count * esize);
+  std::byte* send = host_send.get();
+  std::byte* recv = host_recv.get();
+  std::function<void(std::size_t)> upload_send = [](std::size_t) {};
+  std::function<void(std::size_t)> download_recv = [](std::size_t) {};
+  // A result that is never written shows as wrong: recv starts as 0xff bytes.
+  std::function<void(std::size_t)> poison_recv = [&](std::size_t n) {
+    std::memset(recv, 0xff, n * esize);
+  };
+  std::vector<Impl> impls;
+#if CONCORD_BENCH_NCCL
+  std::unique_ptr<DeviceBench> device;
+  if (o.device == Device::Cuda) {
+    device = std::make_unique<DeviceBench>(comm);
+    if (comm.rank() == 0) fmt::print("# Device: {}\n", device->describe());
+    send = device->allocate(max_count * esize);
+    recv = device->allocate(max_count * esize);
+    upload_send = [&](std::size_t n) { device->upload(send, host_send.get(), n * esize); };
+    download_recv = [&](std::size_t n) { device->download(host_recv.get(), recv, n * esize); };
+    poison_recv = [&](std::size_t n) {
+      std::memset(host_recv.get(), 0xff, n * esize);
+      device->upload(recv, host_recv.get(), n * esize);
+    };
+    impls = make_device_impls(o, comm, *device);
+  }
+#else
+  if (o.device == Device::Cuda) {
+    throw std::invalid_argument(
+        "--device cuda: this concord-bench was built without CUDA and NCCL");
+  }
+#endif
+  if (o.device == Device::Cpu) impls = make_impls(o, comm);
   std::optional<Validator> validator;
   if (o.validate)
     validator.emplace(o, comm.rank(), p, max_count);
   else {
     // Any finite input: take the validation pattern's first values.
-    Validator(o, comm.rank(), 1, max_count).fill(send.get(), max_count);
+    Validator(o, comm.rank(), 1, max_count).fill(host_send.get(), max_count);
+    upload_send(max_count);
   }
 
   std::vector<Measurement> all;
@@ -210,7 +274,7 @@ std::vector<Measurement> run_allreduce_bench(
     std::vector<int> valid(impls.size(), 1);
 
     for (const Impl& impl : impls) {
-      for (int i = 0; i < warmup; ++i) impl.run(send.get(), recv.get(), count);
+      for (int i = 0; i < warmup; ++i) impl.run(send, recv, count);
     }
     for (int round = 0; round < kRounds; ++round) {
       const int round_iters = iterations / kRounds + (round < iterations % kRounds ? 1 : 0);
@@ -221,16 +285,18 @@ std::vector<Measurement> run_allreduce_bench(
         MPI_Barrier(world);
         if (validator) {
           for (int i = 0; i < round_iters; ++i) {
-            validator->fill(send.get(), count);
-            std::memset(recv.get(), 0xff, count * esize);
+            validator->fill(host_send.get(), count);
+            upload_send(count);
+            poison_recv(count);
             const double t0 = MPI_Wtime();
-            impl.run(send.get(), recv.get(), count);
+            impl.run(send, recv, count);
             seconds[which] += MPI_Wtime() - t0;
-            if (!validator->check(recv.get(), count)) valid[which] = 0;
+            download_recv(count);
+            if (!validator->check(host_recv.get(), count)) valid[which] = 0;
           }
         } else {
           const double t0 = MPI_Wtime();
-          for (int i = 0; i < round_iters; ++i) impl.run(send.get(), recv.get(), count);
+          for (int i = 0; i < round_iters; ++i) impl.run(send, recv, count);
           seconds[which] += MPI_Wtime() - t0;
         }
       }

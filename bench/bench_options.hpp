@@ -23,6 +23,7 @@ struct AllreduceOptions {
   std::vector<Algorithm> algorithms{Algorithm::Auto};
   std::vector<std::string> impls{"concord"};
   std::string json_path;
+  Device device = Device::Cpu;  // --device cuda: buffers in GPU memory
 };
 
 int iterations_for(const AllreduceOptions& o, std::size_t bytes);

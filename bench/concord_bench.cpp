@@ -2,11 +2,13 @@
 //   mpiexec.mpich -n P concord-bench allreduce [options]
 //   concord-bench memcpy [options]       (the memory-bandwidth roofline; also under mpiexec)
 //   mpiexec.mpich -n P concord-bench fusion --model FILE.tsv [options]   (one training step)
+//   concord-bench kernels [options]      (the CUDA kernels on one GPU; needs a CUDA build)
 // Without mpiexec it runs as a single rank (MPI singleton).
 #include "allreduce_bench.hpp"
 #include "bench_options.hpp"
 #include "bench_report.hpp"
 #include "fusion_bench.hpp"
+#include "kernels_bench.hpp"
 #include "memcpy_bench.hpp"
 
 #include <concord/concord.hpp>
@@ -38,6 +40,7 @@ struct AllreduceArgs {
   std::string op = "sum";
   std::string algos = "auto";
   std::string impls = "concord";
+  std::string device = "cpu";
   int iterations = 0;
   int warmup = -1;
 };
@@ -64,6 +67,10 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
       ->capture_default_str();
   ar->add_option("--impl", a.impls, "Comma list of concord, mpi, nccl; run interleaved")
       ->capture_default_str();
+  ar->add_option("--device", a.device,
+                 "Where the buffers are: cpu, or cuda (GPU local_rank % GPUs; mpi then stages "
+                 "through pinned host memory)")
+      ->capture_default_str();
   ar->add_option("--json", a.o.json_path, "Also write one JSON record per (impl, size) here");
   return ar;
 }
@@ -83,6 +90,11 @@ int run_allreduce(AllreduceArgs& a, int rank) {
   for (const std::string& name : split_list(a.algos))
     o.algorithms.push_back(concord::parse_algorithm(name));
   o.impls = split_list(a.impls);
+  if (a.device == "cuda") {
+    o.device = concord::Device::Cuda;
+  } else if (a.device != "cpu") {
+    throw std::invalid_argument("--device: expected cpu or cuda, not '" + a.device + "'");
+  }
   if (o.algorithms.empty() || o.impls.empty())
     throw std::invalid_argument("--algo and --impl need a value");
   if (o.max_bytes / concord::size_of(o.dtype) > INT_MAX) {
@@ -164,10 +176,13 @@ int main(int argc, char** argv) {
     CLI::App* allreduce_cmd = add_allreduce(app, allreduce_args);
     CLI::App* memcpy_cmd = add_memcpy(app, memcpy_args);
     CLI::App* fusion_cmd = concord::bench::add_fusion_command(app, fusion_args);
+    concord::bench::KernelsArgs kernels_args;
+    CLI::App* kernels_cmd = concord::bench::add_kernels_command(app, kernels_args);
     app.parse(argc, argv);
     if (allreduce_cmd->parsed()) status = run_allreduce(allreduce_args, rank);
     if (memcpy_cmd->parsed()) status = run_memcpy(memcpy_args);
     if (fusion_cmd->parsed()) status = concord::bench::run_fusion_command(fusion_args);
+    if (kernels_cmd->parsed()) status = concord::bench::run_kernels_command(kernels_args);
   } catch (const CLI::ParseError& e) {
     // Only rank 0 prints help or the parse error; every rank exits alike.
     status = rank == 0 ? app.exit(e) : e.get_exit_code();

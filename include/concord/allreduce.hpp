@@ -5,6 +5,7 @@
 #include <concord/types.hpp>
 
 #include <cstddef>
+#include <optional>
 
 namespace concord {
 
@@ -16,6 +17,14 @@ struct AllreduceOptions {
   // Pipeline segment of the ring algorithm in bytes; 0 takes
   // CONCORD_RING_SEGMENT_BYTES or the built-in default.
   std::size_t ring_segment_bytes = 0;
+  // Where send and recv lie. Unset: asked of the CUDA driver through concord's
+  // pointer-attribute cache (host memory in a build without CUDA). Set it to skip
+  // the lookup.
+  std::optional<Device> device = std::nullopt;
+  // CUDA buffers: the stream the call is ordered on. The allreduce starts after
+  // the work queued on it before the call, and returns once the result is on the
+  // device, so work queued on it afterwards sees the result.
+  CudaStream stream = nullptr;
 };
 
 // recv[i] = op over ranks of send[i], for i < count, on every rank of `comm`.
@@ -25,5 +34,17 @@ struct AllreduceOptions {
 // Throws concord::Error on bad arguments or MPI failure.
 void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                const Communicator& comm, const AllreduceOptions& options = {});
+
+// Whether this build has the CUDA device path, and whether this process sees a
+// CUDA device (false, never an error, without a driver or device).
+bool cuda_built() noexcept;
+bool cuda_available() noexcept;
+
+// The pointer-attribute cache remembers which address ranges are device memory.
+// Call this before freeing memory whose addresses may come back as another kind
+// (host memory, or another device): e.g. with allocators that map and unmap
+// physical memory themselves. Plain cudaMalloc/cudaFree reuse needs no call.
+void forget_pointer(const void* ptr) noexcept;
+void clear_pointer_cache() noexcept;
 
 }  // namespace concord

@@ -22,15 +22,19 @@ class EngineCore;
 struct Work;
 }  // namespace detail
 
-enum class Device { Cpu, Cuda };
-
 // A tensor the caller owns: `count` elements of `dtype` at `data`. It must stay
 // valid, and untouched by the caller, until its handle completes.
+//
+// Device::Cuda tensors are stream-ordered: the engine reads a tensor only after
+// the work queued on `stream` before the enqueue call (an event is recorded there),
+// and the result is complete on the device before the handle completes, so work
+// queued after Handle::wait() (or in the completion callback) sees it.
 struct TensorView {
   void* data = nullptr;
   std::size_t count = 0;
   DataType dtype = DataType::Float32;
   Device device = Device::Cpu;
+  CudaStream stream = nullptr;  // Cuda only
 };
 
 // Completion of one enqueued collective. Copies share the same operation.

@@ -5,7 +5,18 @@
 #include <cstdint>
 #include <string_view>
 
+// cudaStream_t is `CUstream_st*`: naming the struct lets the API take CUDA streams
+// without making every user include CUDA's headers.
+struct CUstream_st;
+
 namespace concord {
+
+// Where a buffer lives. Cuda buffers are device (or managed) memory of the device
+// current on the calling thread.
+enum class Device { Cpu, Cuda };
+
+// A CUDA stream (cudaStream_t); nullptr is the legacy default stream.
+using CudaStream = CUstream_st*;
 
 enum class DataType { Int8, UInt8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
 enum class ReduceOp { Sum, Prod, Min, Max, Avg };
@@ -45,6 +56,7 @@ constexpr bool is_supported(DataType dtype, ReduceOp op) noexcept {
 std::string_view to_string(DataType dtype) noexcept;
 std::string_view to_string(ReduceOp op) noexcept;
 std::string_view to_string(Algorithm algorithm) noexcept;
+std::string_view to_string(Device device) noexcept;  // "cpu", "cuda"
 
 // Inverse of to_string; throw concord::Error(InvalidArgument) naming the accepted values.
 DataType parse_data_type(std::string_view name);

@@ -3,22 +3,23 @@
 // return, bitwise identical everywhere. They speak only the Transport verbs.
 #pragma once
 
+#include "collectives/executor.hpp"
 #include "collectives/message_view.hpp"
-#include "reduce/reduce_kernels.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"
 
 #include <concord/types.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace concord::detail {
 
 struct ReduceSpec {
   std::size_t elem_size;  // bytes per element
-  ReduceFn fn;            // dst = a op b, commutative to the bit
-  DataType dtype;         // for scaling results on the way out
+  DataType dtype;
+  Executor* exec;  // the message's memory: copies, reductions (commutative to the bit), scaling
 };
 
 void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec& spec,
@@ -41,13 +42,14 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
 
 // Two levels: the node's ranks reduce-scatter through shared memory into
 // `shard_owners` shards (the smallest node's rank count, so every node has an
-// owner for each), each shard is allreduced across nodes among its owners over
-// `cross` (the ranks with the same local rank) with `inter_node`, then the
-// node's ranks allgather. `node` is null on a node with a single rank.
+// owner for each), each shard is allreduced across nodes among its owners (the
+// ranks with the same local rank) by `inter_node`, then the node's ranks
+// allgather. `node` is null on a node with a single rank.
 struct InterNodeStep {
-  Transport& cross;
-  Algorithm (*choose)(std::size_t bytes, int ranks);  // flat algorithm for a shard
-  std::size_t ring_segment_bytes;
+  int ranks;  // nodes taking part: the step is skipped when 1
+  // Allreduces `count` elements at `shard` in place among the shard's owners (a
+  // flat algorithm over MPI for host buffers; NCCL or host staging for device ones).
+  std::function<void(void* shard, std::size_t count)> allreduce;
 };
 void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
                             const void* src, void* dst, std::size_t count, const ReduceSpec& spec);

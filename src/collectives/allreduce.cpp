@@ -5,12 +5,14 @@
 
 #include "collectives/algorithms.hpp"
 #include "collectives/allreduce_segments.hpp"
+#include "collectives/host_executor.hpp"
 #include "collectives/node_arena.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/communicator_state.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
 #include "core/validate.hpp"
+#include "device/device_path.hpp"
 #include "reduce/reduce_kernels.hpp"
 #include "transport/mpi_transport.hpp"
 
@@ -20,6 +22,33 @@
 #include <optional>
 
 namespace concord {
+namespace {
+
+// Where send and recv lie: as the options say, else as the pointer-attribute
+// cache says. Both must be the same kind.
+Device buffers_device(const char* what, const void* send, const void* recv, std::size_t count,
+                      const AllreduceOptions& options, int rank) {
+  if (options.device) {
+    if (*options.device != Device::Cpu && *options.device != Device::Cuda) {
+      throw Error(
+          ErrorCode::InvalidArgument, rank,
+          fmt::format("{}: unknown Device value {}", what, static_cast<int>(*options.device)));
+    }
+    return *options.device;
+  }
+  if (count == 0) return Device::Cpu;
+  const Device s = detail::classify_pointer(send);
+  const Device r = send == recv ? s : detail::classify_pointer(recv);
+  if (s != r) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("{}: send is {} memory but recv is {} memory; both must be on the "
+                            "same kind of device",
+                            what, to_string(s), to_string(r)));
+  }
+  return s;
+}
+
+}  // namespace
 
 void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                const Communicator& comm, const AllreduceOptions& options) {
@@ -30,6 +59,7 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
   const int size = comm.size();
 
   std::optional<Error> local_error;
+  Device device = Device::Cpu;
   try {
     detail::validate_buffers(kWhat, send, recv, count, dtype, op, rank);
     if (static_cast<int>(options.algorithm) < 0 ||
@@ -38,6 +68,7 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
                   fmt::format("{}: unknown Algorithm value {}", kWhat,
                               static_cast<int>(options.algorithm)));
     }
+    device = buffers_device(kWhat, send, recv, count, options, rank);
   } catch (const Error& e) {
     local_error = e;
   }
@@ -48,20 +79,26 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
       local_error ? Algorithm::Auto
                   : detail::resolve_algorithm(options.algorithm, bytes, size, share_a_node);
   if (config.check_args) {
-    detail::check_agreement(kWhat,
-                            {count, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(op),
-                             static_cast<std::int64_t>(algorithm)},
-                            !local_error, comm);
+    detail::check_agreement(
+        kWhat,
+        {count, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(op),
+         static_cast<std::int64_t>(algorithm), static_cast<std::int64_t>(device)},
+        !local_error, comm);
   }
   if (local_error) throw *local_error;
   if (count == 0) return;
+  if (device == Device::Cuda) {
+    detail::allreduce_device(send, recv, count, dtype, op, comm, options);
+    return;
+  }
 
   if (size == 1) {
     if (send != recv) std::memcpy(recv, send, bytes);
     return;  // the average over one rank is the input itself
   }
 
-  const detail::ReduceSpec spec{size_of(dtype), detail::reduce_kernel(dtype, op), dtype};
+  detail::HostExecutor exec(dtype, op);
+  const detail::ReduceSpec spec{size_of(dtype), dtype, &exec};
   const std::size_t segment =
       options.ring_segment_bytes != 0 ? options.ring_segment_bytes : config.ring_segment_bytes;
   bool done = false;
@@ -75,7 +112,12 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
                                  config.shm_direct_bytes);
       } else {
         detail::MpiTransport cross(topo.cross.get());
-        const detail::InterNodeStep inter{cross, &detail::choose_flat_algorithm, segment};
+        const detail::InterNodeStep inter{
+            cross.size(), [&](void* shard, std::size_t n) {
+              const Algorithm flat =
+                  detail::choose_flat_algorithm(n * spec.elem_size, cross.size());
+              detail::allreduce_flat(flat, cross, shard, n, spec, segment);
+            }};
         detail::allreduce_hierarchical(arena, topo.min_local_size, inter, send, recv, count, spec);
       }
       done = true;
@@ -112,7 +154,8 @@ bool segments_supported(const Communicator& comm, Algorithm algorithm) {
 void allreduce_segments(std::vector<Segment> segments, DataType dtype, ReduceOp op,
                         const Communicator& comm) {
   ensure_not_finalized("concord::allreduce");
-  const ReduceSpec spec{size_of(dtype), reduce_kernel(dtype, op), dtype};
+  HostExecutor exec(dtype, op);
+  const ReduceSpec spec{size_of(dtype), dtype, &exec};
   const MessageView view(std::move(segments), spec.elem_size);
   if (view.count() == 0) return;
   allreduce_shared(*comm.state().arena, view, view, spec, config().shm_direct_bytes);

@@ -13,7 +13,6 @@
 #include "collectives/shared_rounds.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 namespace concord::detail {
 namespace {
@@ -37,7 +36,7 @@ void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNode
   const std::size_t local_rank = node != nullptr ? static_cast<std::size_t>(node->rank()) : 0;
 
   if (node == nullptr) {
-    if (src != dst) std::memcpy(dst, src, count * spec.elem_size);
+    spec.exec->copy(dst, src, count * spec.elem_size);
   } else {
     SharedRounds rounds(*node, spec);
     const std::size_t slice = std::max<std::size_t>(1, rounds.region_elements() / owners);
@@ -49,13 +48,10 @@ void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNode
     }
   }
 
-  if (local_rank < owners && shards.size(local_rank) != 0 && inter_node.cross.size() > 1) {
-    const std::size_t shard_count = shards.size(local_rank);
+  if (local_rank < owners && shards.size(local_rank) != 0 && inter_node.ranks > 1) {
     void* shard = static_cast<std::byte*>(dst) + shards.offset(local_rank) * spec.elem_size;
-    const Algorithm algorithm =
-        inter_node.choose(shard_count * spec.elem_size, inter_node.cross.size());
-    allreduce_flat(algorithm, inter_node.cross, shard, shard_count, spec,
-                   inter_node.ring_segment_bytes);
+    spec.exec->fence();  // the shard is complete before it leaves the node
+    inter_node.allreduce(shard, shards.size(local_rank));
   }
 
   if (node != nullptr) {

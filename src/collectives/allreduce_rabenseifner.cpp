@@ -14,7 +14,6 @@
 #include "collectives/algorithms.hpp"
 #include "collectives/block_partition.hpp"
 #include "collectives/power_of_two_group.hpp"
-#include "collectives/scratch.hpp"
 
 namespace concord::detail {
 
@@ -23,13 +22,13 @@ void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const Re
   auto* data = static_cast<std::byte*>(buf);
   PowerOfTwoGroup group(t.rank(), t.size());
   // Enough for the fold (whole vector) and for the first halving step (half).
-  std::byte* tmp = scratch(count * esize);
+  std::byte* tmp = spec.exec->scratch(count * esize);
 
   if (group.folds_out()) {
     t.send(group.fold_partner(), data, count * esize, kTagRabenseifner);
   } else if (group.folds_in()) {
     t.recv(group.fold_partner(), tmp, count * esize, kTagRabenseifner);
-    spec.fn(data, data, tmp, count);
+    spec.exec->reduce(data, data, tmp, count);
   }
 
   if (group.participates()) {
@@ -51,7 +50,7 @@ void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const Re
       t.sendrecv(partner, data + blocks.offset(send_first) * esize,
                  blocks.span(send_first, send_last) * esize, partner, tmp, keep_count * esize,
                  kTagRabenseifner);
-      spec.fn(keep, keep, tmp, keep_count);
+      spec.exec->reduce(keep, keep, tmp, keep_count);
       lo = keep_first;
       hi = keep_last;
     }

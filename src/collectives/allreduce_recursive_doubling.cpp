@@ -10,28 +10,27 @@
 // ranks run the power-of-two exchange; the odd ranks then hand the result back.
 #include "collectives/algorithms.hpp"
 #include "collectives/power_of_two_group.hpp"
-#include "collectives/scratch.hpp"
 
 namespace concord::detail {
 
 void allreduce_recursive_doubling(Transport& t, void* buf, std::size_t count,
                                   const ReduceSpec& spec) {
   const std::size_t bytes = count * spec.elem_size;
-  std::byte* tmp = scratch(bytes);
+  std::byte* tmp = spec.exec->scratch(bytes);
   PowerOfTwoGroup group(t.rank(), t.size());
 
   if (group.folds_out()) {
     t.send(group.fold_partner(), buf, bytes, kTagRecursiveDoubling);
   } else if (group.folds_in()) {
     t.recv(group.fold_partner(), tmp, bytes, kTagRecursiveDoubling);
-    spec.fn(buf, buf, tmp, count);
+    spec.exec->reduce(buf, buf, tmp, count);
   }
 
   if (group.participates()) {
     for (int mask = 1; mask < group.pof2(); mask <<= 1) {
       int partner = group.real_rank(group.new_rank() ^ mask);
       t.sendrecv(partner, buf, bytes, partner, tmp, bytes, kTagRecursiveDoubling);
-      spec.fn(buf, buf, tmp, count);
+      spec.exec->reduce(buf, buf, tmp, count);
     }
   }
 

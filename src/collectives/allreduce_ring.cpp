@@ -10,7 +10,6 @@
 // the next (kDepth receives in flight).
 #include "collectives/algorithms.hpp"
 #include "collectives/block_partition.hpp"
-#include "collectives/scratch.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -56,7 +55,7 @@ void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec
   std::vector<Piece> own;
   append_pieces(block_at(r), 0, own);
 
-  std::byte* tmp = scratch(kDepth * seg * esize);
+  std::byte* tmp = spec.exec->scratch(kDepth * seg * esize);
   auto slot = [&](std::size_t i) { return tmp + (i % kDepth) * seg * esize; };
   std::vector<Request> recvs(incoming.size());
   auto post = [&](std::size_t i) {
@@ -74,7 +73,7 @@ void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec
   for (std::size_t i = 0; i < incoming.size(); ++i) {
     const Piece& pc = incoming[i];
     t.wait(recvs[i]);
-    spec.fn(bytes_at(pc), bytes_at(pc), slot(i), pc.count);
+    spec.exec->reduce(bytes_at(pc), bytes_at(pc), slot(i), pc.count);
     if (i + kDepth < incoming.size()) post(i + kDepth);
     auto& sends = pc.step < p - 2 ? partial_sends : final_sends;
     sends.push_back(t.isend(right, bytes_at(pc), pc.count * esize, kTagRing));

@@ -1,7 +1,6 @@
 #include "collectives/shared_rounds.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 namespace concord::detail {
 namespace {
@@ -13,7 +12,20 @@ int result_region(std::uint64_t round) {
   return 2 + static_cast<int>(round % 2);
 }
 
+// The source pointers of one reduce_many call, kept per thread: no allocation
+// on the small-message path.
+std::vector<const void*>& source_list(std::size_t n) {
+  thread_local std::vector<const void*> sources;
+  if (sources.size() < n) sources.resize(n);
+  return sources;
+}
+
 }  // namespace
+
+void SharedRounds::publish(std::uint64_t value) {
+  spec_.exec->fence();  // device work done before peers are told
+  arena_.publish(value);
+}
 
 std::uint64_t SharedRounds::begin_round() {
   const std::uint64_t round = arena_.published() / 3;
@@ -42,7 +54,7 @@ void SharedRounds::contribute(std::uint64_t round, const MessageView& src,
     if (static_cast<int>(j) != arena_.rank()) {
       src.for_each_run(pieces[j].offset, pieces[j].count,
                        [&](const std::byte* p, std::size_t off, std::size_t n, double) {
-                         std::memcpy(mine + at + off * esize, p, n * esize);
+                         spec_.exec->copy(mine + at + off * esize, p, n * esize);
                        });
     }
     at += pieces[j].count * esize;
@@ -63,19 +75,23 @@ void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src,
   if (arena_.size() == 1) {
     src.for_each_run(piece.offset, piece.count,
                      [&](const std::byte* p, std::size_t off, std::size_t n, double) {
-                       if (out + off * esize != p) std::memcpy(out + off * esize, p, n * esize);
+                       spec_.exec->copy(out + off * esize, p, n * esize);
                      });
     return;
   }
-  const std::byte* first = arena_.region(first_peer, input_region(round)) + at;
+  // Sources in rank order after the own input: [own, peers...]; one call per run.
+  std::vector<const void*>& sources = source_list(static_cast<std::size_t>(arena_.size()));
   src.for_each_run(piece.offset, piece.count,
                    [&](const std::byte* p, std::size_t off, std::size_t n, double) {
-                     spec_.fn(out + off * esize, p, first + off * esize, n);
+                     std::size_t k = 0;
+                     sources[k++] = p;
+                     for (int peer = first_peer; peer < arena_.size(); ++peer) {
+                       if (peer != me) {
+                         sources[k++] = arena_.region(peer, input_region(round)) + at + off * esize;
+                       }
+                     }
+                     spec_.exec->reduce_many(out + off * esize, sources.data(), k, n);
                    });
-  for (int peer = first_peer + 1; peer < arena_.size(); ++peer) {
-    if (peer == me) continue;
-    spec_.fn(out, out, arena_.region(peer, input_region(round)) + at, piece.count);
-  }
 }
 
 void SharedRounds::copy_out(const std::byte* from, const Piece& piece,
@@ -83,9 +99,9 @@ void SharedRounds::copy_out(const std::byte* from, const Piece& piece,
   const std::size_t esize = spec_.elem_size;
   dst.for_each_run(piece.offset, piece.count,
                    [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
-                     std::memcpy(p, from + off * esize, n * esize);
+                     spec_.exec->copy(p, from + off * esize, n * esize);
                      // Still in cache: scaling here costs little.
-                     if (factor != 1.0) scale(p, n, spec_.dtype, factor);
+                     if (factor != 1.0) spec_.exec->scale(p, n, factor);
                    });
 }
 
@@ -96,19 +112,20 @@ void SharedRounds::direct(const MessageView& src, const MessageView& dst) {
   const std::size_t esize = spec_.elem_size;
   std::byte* mine = arena_.region(arena_.rank(), in);
   src.for_each_run(0, count, [&](const std::byte* p, std::size_t off, std::size_t n, double) {
-    std::memcpy(mine + off * esize, p, n * esize);
+    spec_.exec->copy(mine + off * esize, p, n * esize);
   });
-  arena_.publish(3 * round + 1);
+  publish(3 * round + 1);
   wait_all(3 * round + 1);
   // Everyone reduces in the same order from the same copies: identical bits.
+  std::vector<const void*>& sources = source_list(static_cast<std::size_t>(arena_.size()));
   dst.for_each_run(0, count, [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
-    spec_.fn(p, arena_.region(0, in) + off * esize, arena_.region(1, in) + off * esize, n);
-    for (int peer = 2; peer < arena_.size(); ++peer) {
-      spec_.fn(p, p, arena_.region(peer, in) + off * esize, n);
+    for (int peer = 0; peer < arena_.size(); ++peer) {
+      sources[static_cast<std::size_t>(peer)] = arena_.region(peer, in) + off * esize;
     }
-    if (factor != 1.0) scale(p, n, spec_.dtype, factor);
+    spec_.exec->reduce_many(p, sources.data(), static_cast<std::size_t>(arena_.size()), n);
+    if (factor != 1.0) spec_.exec->scale(p, n, factor);
   });
-  arena_.publish(3 * round + 3);
+  publish(3 * round + 3);
 }
 
 void SharedRounds::reduce_scatter(const void* src, void* dst, const std::vector<Piece>& pieces) {
@@ -118,14 +135,14 @@ void SharedRounds::reduce_scatter(const void* src, void* dst, const std::vector<
   for (const Piece& p : pieces) end = std::max(end, p.offset + p.count);
   const MessageView view(src, end, spec_.elem_size);
   contribute(round, view, pieces);
-  arena_.publish(3 * round + 1);
+  publish(3 * round + 1);
   wait_all(3 * round + 1);
   const auto me = static_cast<std::size_t>(arena_.rank());
   if (me < pieces.size()) {
     auto* out = static_cast<std::byte*>(dst) + pieces[me].offset * spec_.elem_size;
     reduce_own_piece(round, view, out, pieces);
   }
-  arena_.publish(3 * round + 3);
+  publish(3 * round + 3);
 }
 
 void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
@@ -134,25 +151,26 @@ void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
   const int me = arena_.rank();
   const auto mine = static_cast<std::size_t>(me);
   if (mine < pieces.size() && pieces[mine].count != 0) {
-    std::memcpy(arena_.region(me, result_region(round)), d + pieces[mine].offset * spec_.elem_size,
-                pieces[mine].count * spec_.elem_size);
+    spec_.exec->copy(arena_.region(me, result_region(round)),
+                     d + pieces[mine].offset * spec_.elem_size,
+                     pieces[mine].count * spec_.elem_size);
   }
-  arena_.publish(3 * round + 2);
+  publish(3 * round + 2);
   wait_all(3 * round + 2);
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (j == mine || pieces[j].count == 0) continue;
-    std::memcpy(d + pieces[j].offset * spec_.elem_size,
-                arena_.region(static_cast<int>(j), result_region(round)),
-                pieces[j].count * spec_.elem_size);
+    spec_.exec->copy(d + pieces[j].offset * spec_.elem_size,
+                     arena_.region(static_cast<int>(j), result_region(round)),
+                     pieces[j].count * spec_.elem_size);
   }
-  arena_.publish(3 * round + 3);
+  publish(3 * round + 3);
 }
 
 void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
                              const std::vector<Piece>& pieces) {
   const std::uint64_t round = begin_round();
   contribute(round, src, pieces);
-  arena_.publish(3 * round + 1);
+  publish(3 * round + 1);
   wait_all(3 * round + 1);
   const auto mine = static_cast<std::size_t>(arena_.rank());
   if (mine < pieces.size()) {
@@ -160,13 +178,13 @@ void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
     // next), publish, and only then copy it out.
     reduce_own_piece(round, src, arena_.region(arena_.rank(), result_region(round)), pieces);
   }
-  arena_.publish(3 * round + 2);
+  publish(3 * round + 2);
   wait_all(3 * round + 2);
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (pieces[j].count == 0) continue;
     copy_out(arena_.region(static_cast<int>(j), result_region(round)), pieces[j], dst);
   }
-  arena_.publish(3 * round + 3);
+  publish(3 * round + 3);
 }
 
 }  // namespace concord::detail

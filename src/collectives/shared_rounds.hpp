@@ -52,6 +52,7 @@ class SharedRounds {
 
  private:
   std::uint64_t begin_round();
+  void publish(std::uint64_t value);  // fences the executor first
   void wait_all(std::uint64_t value) const;
   // Copies every piece but the caller's own from src into its input region.
   void contribute(std::uint64_t round, const MessageView& src, const std::vector<Piece>& pieces);

@@ -32,6 +32,9 @@ struct CommunicatorState {
   mutable std::shared_ptr<SharedArena> arena;
   mutable bool arena_attempted = false;
   mutable bool arena_everywhere = false;  // every rank sharing a node has one
+  // What device collectives keep between calls (IPC arena, NCCL communicator,
+  // scratch and staging buffers), made by the first one (device/device_allreduce.cpp).
+  mutable std::shared_ptr<void> device_resources;
 };
 
 // Builds the topology of `comm` (collective over it). `virtual_nodes` > 1 splits

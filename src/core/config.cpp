@@ -86,6 +86,27 @@ Config parse_config(const EnvLookup& lookup) {
     config.stall_timeout_s = parse_seconds("CONCORD_STALL_TIMEOUT_S", *v, 1e7);
   }
   if (auto v = lookup("CONCORD_TIMELINE")) config.timeline_path = *v;
+  if (auto v = lookup("CONCORD_POINTER_CACHE_ENTRIES"); v && !v->empty()) {
+    config.pointer_cache_entries =
+        parse_unsigned("CONCORD_POINTER_CACHE_ENTRIES", *v, 0, 1ull << 24);
+  }
+  if (auto v = lookup("CONCORD_CUDA_IPC"); v && !v->empty()) {
+    config.cuda_ipc = parse_bool("CONCORD_CUDA_IPC", *v);
+  }
+  if (auto v = lookup("CONCORD_CUDA_IPC_REGION_BYTES"); v && !v->empty()) {
+    config.cuda_ipc_region_bytes =
+        parse_unsigned("CONCORD_CUDA_IPC_REGION_BYTES", *v, 4096, 1ull << 32);
+  }
+  if (auto v = lookup("CONCORD_CUDA_DIRECT_BYTES"); v && !v->empty()) {
+    config.cuda_direct_bytes = parse_unsigned("CONCORD_CUDA_DIRECT_BYTES", *v, 0, 1ull << 32);
+  }
+  if (auto v = lookup("CONCORD_CUDA_STAGING_BYTES"); v && !v->empty()) {
+    config.cuda_staging_bytes = parse_unsigned("CONCORD_CUDA_STAGING_BYTES", *v, 4096, 1ull << 32);
+  }
+  if (auto v = lookup("CONCORD_NCCL"); v && !v->empty()) {
+    config.nccl = parse_bool("CONCORD_NCCL", *v);
+  }
+  if (auto v = lookup("CONCORD_NCCL_LIBRARY")) config.nccl_library = *v;
   return config;
 }
 

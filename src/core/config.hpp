@@ -43,6 +43,25 @@ struct Config {
   double stall_timeout_s = 0.0;
   // CONCORD_TIMELINE: Chrome-trace output of rank 0 (empty: none).
   std::string timeline_path;
+
+  // The device path (docs/GPU.md). CONCORD_POINTER_CACHE_ENTRIES: ranges the
+  // pointer-attribute cache keeps (0: ask the driver on every call).
+  std::size_t pointer_cache_entries = 4096;
+  // CONCORD_CUDA_IPC=0: ranks sharing a node reduce device buffers through
+  // pinned host memory instead of CUDA IPC.
+  bool cuda_ipc = true;
+  // CONCORD_CUDA_IPC_REGION_BYTES: each of a rank's four IPC device regions.
+  std::size_t cuda_ipc_region_bytes = 8ull << 20;
+  // CONCORD_CUDA_DIRECT_BYTES: device messages up to this size take the
+  // one-synchronisation IPC path (each rank reduces everything).
+  std::size_t cuda_direct_bytes = 256 * 1024;
+  // CONCORD_CUDA_STAGING_BYTES: chunk of the pinned-host staging path.
+  std::size_t cuda_staging_bytes = 4ull << 20;
+  // CONCORD_NCCL=0: device buffers cross nodes through host staging over MPI
+  // instead of NCCL.
+  bool nccl = true;
+  // CONCORD_NCCL_LIBRARY: the NCCL library file to load (empty: libnccl.so.2).
+  std::string nccl_library;
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;

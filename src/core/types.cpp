@@ -68,6 +68,9 @@ std::string_view to_string(ReduceOp op) noexcept {
 std::string_view to_string(Algorithm algorithm) noexcept {
   return name_of(kAlgorithmNames, algorithm);
 }
+std::string_view to_string(Device device) noexcept {
+  return device == Device::Cuda ? "cuda" : "cpu";
+}
 
 DataType parse_data_type(std::string_view name) {
   return parse(kDataTypeNames, name, "dtype");

@@ -24,8 +24,9 @@ bool known(ReduceOp op) {
 
 std::string describe(const CallSignature& s) {
   return fmt::format(
-      "count={}, dtype={}, op={}, algorithm={}", s.count, to_string(static_cast<DataType>(s.dtype)),
-      to_string(static_cast<ReduceOp>(s.op)), to_string(static_cast<Algorithm>(s.algorithm)));
+      "count={}, dtype={}, op={}, algorithm={}, device={}", s.count,
+      to_string(static_cast<DataType>(s.dtype)), to_string(static_cast<ReduceOp>(s.op)),
+      to_string(static_cast<Algorithm>(s.algorithm)), to_string(static_cast<Device>(s.device)));
 }
 
 }  // namespace
@@ -71,18 +72,24 @@ void validate_buffers(const char* what, const void* send, const void* recv, std:
 void check_agreement(const char* what, const CallSignature& mine, bool locally_valid,
                      const Communicator& comm) {
   const int size = comm.size();
-  const std::int64_t row[5] = {static_cast<std::int64_t>(mine.count), mine.dtype, mine.op,
-                               mine.algorithm, locally_valid ? 1 : 0};
-  std::vector<std::int64_t> all(static_cast<std::size_t>(5 * size));
-  check_mpi(MPI_Allgather(row, 5, MPI_INT64_T, all.data(), 5, MPI_INT64_T, comm.mpi_comm()),
-            "MPI_Allgather", comm.rank());
+  constexpr int kFields = 6;
+  const std::int64_t row[kFields] = {static_cast<std::int64_t>(mine.count),
+                                     mine.dtype,
+                                     mine.op,
+                                     mine.algorithm,
+                                     mine.device,
+                                     locally_valid ? 1 : 0};
+  std::vector<std::int64_t> all(static_cast<std::size_t>(kFields * size));
+  check_mpi(
+      MPI_Allgather(row, kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T, comm.mpi_comm()),
+      "MPI_Allgather", comm.rank());
   auto signature_of = [&](int r) {
-    const std::int64_t* v = &all[static_cast<std::size_t>(5 * r)];
-    return CallSignature{static_cast<std::uint64_t>(v[0]), v[1], v[2], v[3]};
+    const std::int64_t* v = &all[static_cast<std::size_t>(kFields * r)];
+    return CallSignature{static_cast<std::uint64_t>(v[0]), v[1], v[2], v[3], v[4]};
   };
   std::vector<int> failed;
   for (int r = 0; r < size; ++r) {
-    if (all[static_cast<std::size_t>(5 * r + 4)] == 0) failed.push_back(r);
+    if (all[static_cast<std::size_t>(kFields * r + kFields - 1)] == 0) failed.push_back(r);
   }
   if (!failed.empty()) {
     if (!locally_valid) return;  // the caller throws its own, more precise error
@@ -95,7 +102,8 @@ void check_agreement(const char* what, const CallSignature& mine, bool locally_v
   for (int r = 1; r < size; ++r) {
     const CallSignature other = signature_of(r);
     if (other.count != reference.count || other.dtype != reference.dtype ||
-        other.op != reference.op || other.algorithm != reference.algorithm) {
+        other.op != reference.op || other.algorithm != reference.algorithm ||
+        other.device != reference.device) {
       throw Error(ErrorCode::Mismatch, comm.rank(),
                   fmt::format("{}: ranks disagree: rank {} passed {}, but rank 0 passed {}", what,
                               r, describe(other), describe(reference)));

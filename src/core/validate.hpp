@@ -15,7 +15,8 @@ struct CallSignature {
   std::uint64_t count;
   std::int64_t dtype;
   std::int64_t op;
-  std::int64_t algorithm;  // as resolved, so ranks disagreeing on configuration are caught too
+  std::int64_t algorithm;   // as resolved, so ranks disagreeing on configuration are caught too
+  std::int64_t device = 0;  // Device: host and device buffers cannot meet in one collective
 };
 
 // Throws Error(InvalidArgument) for null buffers with count > 0, unknown enum

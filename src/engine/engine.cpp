@@ -4,6 +4,8 @@
 #include "collectives/allreduce_segments.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
+#include "device/device_path.hpp"
+#include "reduce/reduce_kernels.hpp"
 #include "transport/mpi_transport.hpp"
 
 #include <concord/allreduce.hpp>
@@ -59,7 +61,10 @@ void EngineCore::validate(const Work& w) const {
                 fmt::format("Engine: tensor '{}': {}", w.name, what));
   };
   if (w.name.empty()) bad("the name is empty");
-  if (w.tensor.device != Device::Cpu) bad("CUDA tensors are not supported by this build yet");
+  if (w.tensor.device != Device::Cpu && w.tensor.device != Device::Cuda) bad("unknown Device");
+  if (w.tensor.device == Device::Cuda && !cuda_built()) {
+    bad("CUDA tensors need a concord built with CUDA (CONCORD_WITH_CUDA)");
+  }
   if (w.tensor.data == nullptr && w.tensor.count > 0) bad("null data with count > 0");
   if (static_cast<unsigned>(w.sig.dtype) > static_cast<unsigned>(DataType::Float64)) {
     bad("unknown DataType");
@@ -94,6 +99,11 @@ void EngineCore::validate(const Work& w) const {
 
 std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works) {
   for (const auto& w : works) validate(*w);
+  for (const auto& w : works) {
+    if (w->tensor.device == Device::Cuda && w->tensor.count > 0) {
+      w->ready = record_ready_event(w->tensor.stream);
+    }
+  }
   std::vector<Handle> handles;
   {
     std::lock_guard lock(mutex_);
@@ -205,7 +215,15 @@ void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,
 void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces,
                              Clock::time_point agreed) {
   if (allreduces.empty()) return;
-  const std::vector<Bucket> buckets = plan_buckets(allreduces, fusion_threshold_);
+  std::vector<Bucket> buckets = plan_buckets(allreduces, fusion_threshold_);
+  // Device buckets go through the device path, host buckets below; the order of
+  // collectives is the same on every rank either way.
+  std::erase_if(buckets, [&](const Bucket& b) {
+    if (b.device != Device::Cuda) return false;
+    run_device_bucket_timed(b, agreed);
+    return true;
+  });
+  if (buckets.empty()) return;
   const int ranks = data_.size();
   if (!zero_copy_) zero_copy_ = segments_supported(data_, algorithm_);  // same on every rank
   if (*zero_copy_) {
@@ -292,6 +310,26 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
   for (auto& f : finished) f.wait();
 }
 
+void EngineCore::run_device_bucket_timed(const Bucket& b, Clock::time_point agreed) {
+  const auto begin = Clock::now();
+  std::optional<Error> error;
+  try {
+    run_device_bucket(b, data_, algorithm_);
+  } catch (const Error& e) {
+    error = e;
+  }
+  const auto end = Clock::now();
+  for (const auto& w : b.works) {
+    if (timeline_) {
+      timeline_->span(w->name, "QUEUE", agreed, begin);
+      timeline_->span(w->name, "REDUCE", begin, end,
+                      fmt::format("device bucket of {} tensors, {} bytes", b.works.size(),
+                                  b.count * size_of(b.dtype)));
+    }
+    complete(w, error);
+  }
+}
+
 void EngineCore::run_buckets_in_place(const std::vector<Bucket>& buckets,
                                       Clock::time_point agreed) {
   // Shared memory reads each tensor where it lies and writes each result back,
@@ -327,9 +365,17 @@ void EngineCore::run_buckets_in_place(const std::vector<Bucket>& buckets,
 
 void EngineCore::run_broadcast(Work& w) {
   MpiTransport transport(data_.mpi_comm());
-  if (data_.size() > 1 && w.tensor.count > 0) {
-    broadcast_binomial(transport, w.tensor.data, w.tensor.count * size_of(w.sig.dtype), w.sig.root);
+  const std::size_t bytes = w.tensor.count * size_of(w.sig.dtype);
+  if (data_.size() == 1 || bytes == 0) return;
+  if (w.sig.device == Device::Cuda) {
+    // Broadcasts are rare (initial weights): through host memory.
+    std::vector<std::byte> host(bytes);
+    if (data_.rank() == w.sig.root) copy_device_to_host(host.data(), w.tensor.data, bytes, w.ready);
+    broadcast_binomial(transport, host.data(), bytes, w.sig.root);
+    if (data_.rank() != w.sig.root) copy_host_to_device(w.tensor.data, host.data(), bytes);
+    return;
   }
+  broadcast_binomial(transport, w.tensor.data, bytes, w.sig.root);
 }
 
 void EngineCore::run_allgather(Work& w) {
@@ -347,7 +393,14 @@ void EngineCore::run_allgather(Work& w) {
     total += block_bytes[r];
   }
   std::vector<std::byte> out(total);
-  allgatherv_ring(transport, w.tensor.data, out.data(), block_bytes);
+  const void* mine_rows = w.tensor.data;
+  std::vector<std::byte> staged;  // device tensors: gathered on the host (Handle::output)
+  if (w.sig.device == Device::Cuda) {
+    staged.resize(block_bytes[static_cast<std::size_t>(data_.rank())]);
+    copy_device_to_host(staged.data(), w.tensor.data, staged.size(), w.ready);
+    mine_rows = staged.data();
+  }
+  allgatherv_ring(transport, mine_rows, out.data(), block_bytes);
   w.output = std::move(out);
   w.first_dims.assign(dims.begin(), dims.end());
 }

@@ -39,6 +39,7 @@ class EngineCore {
   void execute(const std::vector<std::shared_ptr<Work>>& ready, Clock::time_point agreed);
   void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
   void run_buckets_in_place(const std::vector<Bucket>& buckets, Clock::time_point agreed);
+  void run_device_bucket_timed(const Bucket& bucket, Clock::time_point agreed);
   void run_broadcast(Work& work);
   void run_allgather(Work& work);
   void complete(const std::shared_ptr<Work>& work, std::optional<Error> error);

@@ -23,9 +23,10 @@ std::vector<Bucket> plan_buckets(const std::vector<std::shared_ptr<Work>>& ready
     const std::size_t wbytes = w->tensor.count * esize;
     const ReduceOp op = effective_op(w->sig.op);
     const bool fits = !buckets.empty() && threshold != 0 && buckets.back().dtype == w->sig.dtype &&
-                      buckets.back().op == op && bytes + wbytes <= threshold;
+                      buckets.back().op == op && buckets.back().device == w->sig.device &&
+                      bytes + wbytes <= threshold;
     if (!fits) {
-      buckets.push_back(Bucket{{}, w->sig.dtype, op, 0});
+      buckets.push_back(Bucket{{}, w->sig.dtype, op, w->sig.device, 0});
       bytes = 0;
     }
     buckets.back().works.push_back(w);

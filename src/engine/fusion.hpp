@@ -14,6 +14,7 @@ struct Bucket {
   std::vector<std::shared_ptr<Work>> works;
   DataType dtype = DataType::Float32;
   ReduceOp op = ReduceOp::Sum;  // Avg is reduced as Sum and scaled on unpack
+  Device device = Device::Cpu;  // host and device tensors never share a bucket
   std::size_t count = 0;        // elements in all
 };
 
@@ -21,7 +22,7 @@ struct Bucket {
 ReduceOp effective_op(ReduceOp op);
 
 // Splits `ready` (allreduces only, in the global order) into buckets. A bucket
-// closes when the next tensor has another dtype or op or would pass
+// closes when the next tensor has another dtype, op or device, or would pass
 // `threshold` bytes; a tensor larger than the threshold gets a bucket of its own.
 // threshold == 0: one bucket per tensor.
 std::vector<Bucket> plan_buckets(const std::vector<std::shared_ptr<Work>>& ready,

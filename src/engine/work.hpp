@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ struct Work {
   Completion done;
   Clock::time_point enqueued = Clock::now();
   bool announced = false;  // negotiated by name, not by cache bit (engine thread only)
+  // Device tensors: an event recorded on the tensor's stream at enqueue; the
+  // engine's device work waits for it (device/device_path.hpp).
+  std::shared_ptr<void> ready;
 
   // Completes the work: wakes waiters and runs the completion callback.
   void finish(std::optional<Error> failure);

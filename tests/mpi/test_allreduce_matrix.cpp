@@ -37,26 +37,6 @@ std::vector<std::size_t> counts_for(int ranks) {
   return counts;
 }
 
-// Index of the first element that differs from the expectation, or count if none.
-std::size_t first_mismatch(const std::vector<std::byte>& got,
-                           const std::vector<std::byte>& expected, const std::vector<double>& exact,
-                           std::size_t count, DataType dtype, ReduceOp op) {
-  const std::size_t esize = size_of(dtype);
-  if (count == 0) return 0;
-  if (op != ReduceOp::Avg) {
-    if (std::memcmp(got.data(), expected.data(), count * esize) == 0) return count;
-    for (std::size_t i = 0; i < count; ++i) {
-      if (std::memcmp(&got[i * esize], &expected[i * esize], esize) != 0) return i;
-    }
-    return count;
-  }
-  for (std::size_t i = 0; i < count; ++i) {
-    const double v = load(&got[i * esize], dtype);
-    if (!(std::fabs(v - exact[i]) <= avg_tolerance(dtype, exact[i]))) return i;
-  }
-  return count;
-}
-
 }  // namespace
 
 TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op and count",

@@ -1,0 +1,57 @@
+# CONCORD_WITH_CUDA / CONCORD_WITH_NCCL: ON, OFF or AUTO (the default: on where
+# nvcc, respectively nccl.h, is found). CUDA code is built for sm_80 (A100) and
+# sm_90 (H100/H200) with PTX for later GPUs, unless CMAKE_CUDA_ARCHITECTURES says
+# otherwise. The CUDA runtime is linked statically and NCCL is loaded at run time,
+# so the library loads and runs its host paths on machines without a GPU or NCCL.
+set(CONCORD_WITH_CUDA AUTO CACHE STRING "Build the CUDA device path: ON, OFF or AUTO")
+set(CONCORD_WITH_NCCL AUTO CACHE STRING "Build the NCCL transport: ON, OFF or AUTO")
+set_property(CACHE CONCORD_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE CONCORD_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
+
+set(concord_cuda_request ${CONCORD_WITH_CUDA})
+set(CONCORD_WITH_CUDA OFF)
+if(NOT concord_cuda_request STREQUAL "OFF")
+  # nvcc is often installed off PATH, in the toolkit's usual place.
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    find_program(concord_nvcc nvcc)
+    if(NOT concord_nvcc)
+      set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual")
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 knows no C++20 dialect for nvcc, which takes -std=c++20 since 12.0.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(CONCORD_WITH_CUDA ON)
+  elseif(concord_cuda_request STREQUAL "ON")
+    message(FATAL_ERROR "CONCORD_WITH_CUDA=ON but no CUDA compiler was found "
+                        "(set CMAKE_CUDA_COMPILER or put nvcc on PATH)")
+  endif()
+endif()
+
+set(concord_nccl_request ${CONCORD_WITH_NCCL})
+set(CONCORD_WITH_NCCL OFF)
+if(CONCORD_WITH_CUDA AND NOT concord_nccl_request STREQUAL "OFF")
+  find_path(CONCORD_NCCL_INCLUDE_DIR nccl.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+  if(CONCORD_NCCL_INCLUDE_DIR)
+    set(CONCORD_WITH_NCCL ON)
+  elseif(concord_nccl_request STREQUAL "ON")
+    message(FATAL_ERROR "CONCORD_WITH_NCCL=ON but nccl.h was not found (set NCCL_HOME)")
+  endif()
+elseif(concord_nccl_request STREQUAL "ON")
+  message(FATAL_ERROR "CONCORD_WITH_NCCL=ON needs the CUDA path (CONCORD_WITH_CUDA)")
+endif()
+message(STATUS "concord: CUDA device path ${CONCORD_WITH_CUDA} (architectures "
+               "${CMAKE_CUDA_ARCHITECTURES}), NCCL transport ${CONCORD_WITH_NCCL}")

@@ -1,0 +1,120 @@
+#include "device/cuda_runtime.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+namespace concord::detail::cuda {
+
+void check(cudaError_t result, const char* call, int rank) {
+  if (result == cudaSuccess) return;
+  throw Error(
+      ErrorCode::Internal, rank,
+      fmt::format("{}: {}: {}", call, cudaGetErrorName(result), cudaGetErrorString(result)));
+}
+
+int device_count(std::string* why) {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-less error so later calls start clean
+    if (why != nullptr) *why = fmt::format("{} ({})", cudaGetErrorString(rc), cudaGetErrorName(rc));
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "no CUDA device is visible";
+  return count;
+}
+
+int current_device() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  check(cudaGetDevice(&previous_), "cudaGetDevice");
+  if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+}
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+}
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) {
+  reserve(bytes);
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+void DeviceBuffer::reserve(std::size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (ptr_ != nullptr) cudaFree(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc");
+  ptr_ = static_cast<std::byte*>(p);
+  bytes_ = bytes;
+}
+
+PinnedBuffer::PinnedBuffer(std::size_t bytes) {
+  reserve(bytes);
+}
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+void PinnedBuffer::reserve(std::size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+  void* p = nullptr;
+  check(cudaMallocHost(&p, bytes), "cudaMallocHost");
+  ptr_ = static_cast<std::byte*>(p);
+  bytes_ = bytes;
+}
+
+Stream::Stream() {
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+}
+Stream::~Stream() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+void Stream::synchronize() const {
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+Event::Event(bool timing) {
+  check(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming),
+        "cudaEventCreateWithFlags");
+}
+Event::~Event() {
+  if (event_ != nullptr) cudaEventDestroy(event_);
+}
+void Event::record(cudaStream_t stream) {
+  check(cudaEventRecord(event_, stream), "cudaEventRecord");
+}
+void Event::make_wait(cudaStream_t stream) const {
+  check(cudaStreamWaitEvent(stream, event_, 0), "cudaStreamWaitEvent");
+}
+void Event::synchronize() const {
+  check(cudaEventSynchronize(event_), "cudaEventSynchronize");
+}
+
+}  // namespace concord::detail::cuda

@@ -1,0 +1,106 @@
+// The engine's device buckets: fusion of CUDA tensors with one batched-copy
+// launch each way around the device allreduce, on the engine's own stream.
+#include "device/cuda_runtime.hpp"
+#include "device/device_path.hpp"
+#include "device/device_resources.hpp"
+#include "device/pointer_query.hpp"
+#include "engine/fusion.hpp"
+#include "reduce/cuda_kernels.hpp"
+
+#include <concord/error.hpp>
+
+#include <vector>
+
+namespace concord::detail {
+namespace {
+
+// The engine thread starts on device 0: work on the device the tensors are on.
+int device_of(const void* ptr) {
+  const PointerInfo info = pointer_cache().lookup(ptr);
+  if (info.device != Device::Cuda) {
+    throw Error(ErrorCode::InvalidArgument, -1,
+                "Engine: a tensor marked Device::Cuda is not in CUDA device memory");
+  }
+  return info.ordinal;
+}
+
+void wait_ready(const Bucket& bucket, cudaStream_t stream) {
+  for (const auto& w : bucket.works) {
+    if (w->ready) static_cast<const cuda::Event*>(w->ready.get())->make_wait(stream);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<void> record_ready_event(CudaStream stream) {
+  auto event = std::make_shared<cuda::Event>();
+  event->record(stream);
+  return event;
+}
+
+void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm algorithm) {
+  const Work& first = *bucket.works.front();
+  cuda::DeviceGuard on(device_of(first.tensor.data));
+  DeviceResources& res = device_resources(comm.state());
+  if (!res.stream) res.stream = std::make_unique<cuda::Stream>();
+  cudaStream_t stream = res.stream->get();
+  wait_ready(bucket, stream);
+
+  AllreduceOptions options;
+  options.algorithm = algorithm;
+  options.device = Device::Cuda;
+  options.stream = stream;
+  const int ranks = comm.size();
+  const std::size_t esize = size_of(bucket.dtype);
+
+  if (bucket.works.size() == 1) {
+    // Reduced where it lies: no copies at all.
+    if (first.sig.prescale != 1.0) {
+      cuda::scale(first.tensor.data, first.tensor.count, bucket.dtype, first.sig.prescale, stream);
+    }
+    allreduce_device(first.tensor.data, first.tensor.data, first.tensor.count, bucket.dtype,
+                     bucket.op, comm, options);
+    const double factor = output_scale(first.sig, ranks);
+    if (factor != 1.0) {
+      cuda::scale(first.tensor.data, first.tensor.count, bucket.dtype, factor, stream);
+    }
+    res.stream->synchronize();
+    return;
+  }
+
+  res.fusion.reserve(bucket.count * esize);
+  std::byte* fused = res.fusion.get();
+  std::vector<cuda::CopyItem> items;
+  items.reserve(bucket.works.size());
+  std::size_t offset = 0;
+  for (const auto& w : bucket.works) {
+    items.push_back({w->tensor.data, fused + offset, w->tensor.count, w->sig.prescale});
+    offset += w->tensor.count * esize;
+  }
+  cuda::batched_copy(items, bucket.dtype, stream);
+  allreduce_device(fused, fused, bucket.count, bucket.dtype, bucket.op, comm, options);
+  offset = 0;
+  items.clear();
+  for (const auto& w : bucket.works) {
+    items.push_back({fused + offset, w->tensor.data, w->tensor.count, output_scale(w->sig, ranks)});
+    offset += w->tensor.count * esize;
+  }
+  cuda::batched_copy(items, bucket.dtype, stream);
+  res.stream->synchronize();
+}
+
+void copy_device_to_host(void* host, const void* device, std::size_t bytes,
+                         const std::shared_ptr<void>& ready) {
+  if (bytes == 0) return;
+  cuda::DeviceGuard on(device_of(device));
+  if (ready) static_cast<const cuda::Event*>(ready.get())->synchronize();
+  cuda::check(cudaMemcpy(host, device, bytes, cudaMemcpyDefault), "cudaMemcpy");
+}
+
+void copy_host_to_device(void* device, const void* host, std::size_t bytes) {
+  if (bytes == 0) return;
+  cuda::DeviceGuard on(device_of(device));
+  cuda::check(cudaMemcpy(device, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
+}
+
+}  // namespace concord::detail

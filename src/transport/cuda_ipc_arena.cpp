@@ -1,0 +1,111 @@
+#include "transport/cuda_ipc_arena.hpp"
+
+#include "core/mpi_check.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstring>
+
+namespace concord::detail {
+namespace {
+
+// What each rank tells the others.
+struct Exported {
+  cudaIpcMemHandle_t handle{};
+  int device = -1;
+  int ok = 0;
+  std::array<char, 160> why{};  // the failure, when !ok
+};
+
+void set_why(Exported& e, const std::string& text) {
+  std::strncpy(e.why.data(), text.c_str(), e.why.size() - 1);
+}
+
+// Every rank of `local` learns whether all are fine (MIN of ok).
+bool all_ok(MPI_Comm local, bool ok, int world_rank) {
+  int flag = ok ? 1 : 0;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MIN, local), "MPI_Allreduce",
+            world_rank);
+  return flag != 0;
+}
+
+}  // namespace
+
+std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, std::size_t region_bytes,
+                                                   int world_rank, std::string* why) {
+  std::unique_ptr<CudaIpcArena> arena(new CudaIpcArena());
+  // The counters first: a ShmArena throws on every rank of `local` alike.
+  arena->counters_ = ShmArena::create(local, 64, world_rank);
+  const int me = arena->counters_->rank();
+  const int ranks = arena->counters_->size();
+  arena->region_bytes_ = region_bytes;
+
+  Exported mine;
+  try {
+    arena->device_ = cuda::current_device();
+    mine.device = arena->device_;
+    arena->own_.reserve(kRegions * region_bytes);
+    cuda::check(cudaIpcGetMemHandle(&mine.handle, arena->own_.get()), "cudaIpcGetMemHandle",
+                world_rank);
+    mine.ok = 1;
+  } catch (const Error& e) {
+    set_why(mine, e.what());
+  }
+  std::vector<Exported> all(static_cast<std::size_t>(ranks));
+  check_mpi(MPI_Allgather(&mine, sizeof(Exported), MPI_BYTE, all.data(), sizeof(Exported), MPI_BYTE,
+                          local),
+            "MPI_Allgather", world_rank);
+  for (const Exported& e : all) {
+    if (e.ok == 0) {
+      if (why != nullptr) *why = e.why.data();
+      return nullptr;
+    }
+  }
+
+  // Map the peers' blocks. Ranks on the same device map it too: IPC is the only
+  // way into another process's allocation.
+  arena->bases_.assign(static_cast<std::size_t>(ranks), nullptr);
+  std::string failure;
+  for (int peer = 0; peer < ranks && failure.empty(); ++peer) {
+    const Exported& e = all[static_cast<std::size_t>(peer)];
+    if (peer == me) {
+      arena->bases_[static_cast<std::size_t>(peer)] = arena->own_.get();
+      continue;
+    }
+    if (e.device != arena->device_) {
+      int can = 0;
+      if (cudaDeviceCanAccessPeer(&can, arena->device_, e.device) != cudaSuccess || can == 0) {
+        cudaGetLastError();
+        failure = fmt::format("concord: rank {}: GPU {} cannot access GPU {} of a local peer",
+                              world_rank, arena->device_, e.device);
+        break;
+      }
+    }
+    void* p = nullptr;
+    const cudaError_t rc = cudaIpcOpenMemHandle(&p, e.handle, cudaIpcMemLazyEnablePeerAccess);
+    if (rc != cudaSuccess) {
+      cudaGetLastError();
+      failure = fmt::format("concord: rank {}: cudaIpcOpenMemHandle of local rank {}: {}",
+                            world_rank, peer, cudaGetErrorString(rc));
+      break;
+    }
+    arena->opened_.push_back(static_cast<std::byte*>(p));
+    arena->bases_[static_cast<std::size_t>(peer)] = static_cast<std::byte*>(p);
+  }
+  if (!all_ok(local, failure.empty(), world_rank)) {
+    if (why != nullptr) {
+      *why = failure.empty() ? "CUDA IPC failed on another rank of this node" : failure;
+    }
+    return nullptr;  // the destructor closes what was opened
+  }
+  return arena;
+}
+
+CudaIpcArena::~CudaIpcArena() {
+  for (std::byte* p : opened_) cudaIpcCloseMemHandle(p);
+}
+
+}  // namespace concord::detail

@@ -1,0 +1,58 @@
+// A SharedArena whose regions are device memory: each rank's regions live in one
+// cudaMalloc'd block on its GPU, which the other ranks of the node map through
+// CUDA IPC. Ranks may share a GPU (IPC within one device works across processes)
+// or use different GPUs that can access each other (peer access). The progress
+// counters are host shared memory (a ShmArena), so waiting costs no CUDA call;
+// writers fence their stream before publishing (the CUDA executor does).
+#pragma once
+
+#include "device/cuda_runtime.hpp"
+#include "transport/shared_arena.hpp"
+#include "transport/shm_arena.hpp"
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace concord::detail {
+
+class CudaIpcArena final : public SharedArena {
+ public:
+  // Collective over `local` (the ranks of one node), on each rank's current
+  // device. Returns null on every rank of `local` when any of them cannot take
+  // part (IPC unsupported, no peer access between two GPUs, out of memory), with
+  // the first reason in `why`.
+  static std::unique_ptr<CudaIpcArena> create(MPI_Comm local, std::size_t region_bytes,
+                                              int world_rank, std::string* why);
+  ~CudaIpcArena() override;
+  CudaIpcArena(const CudaIpcArena&) = delete;
+  CudaIpcArena& operator=(const CudaIpcArena&) = delete;
+
+  int rank() const override { return counters_->rank(); }
+  int size() const override { return counters_->size(); }
+  std::byte* region(int owner, int index) const override {
+    return bases_[static_cast<std::size_t>(owner)] +
+           static_cast<std::size_t>(index) * region_bytes_;
+  }
+  std::size_t region_bytes() const override { return region_bytes_; }
+  void publish(std::uint64_t value) override { counters_->publish(value); }
+  std::uint64_t published() const override { return counters_->published(); }
+  void wait_for(int peer, std::uint64_t value) const override { counters_->wait_for(peer, value); }
+
+  int device() const { return device_; }
+
+ private:
+  CudaIpcArena() = default;
+
+  std::unique_ptr<ShmArena> counters_;
+  cuda::DeviceBuffer own_;          // this rank's regions
+  std::vector<std::byte*> bases_;   // every rank's regions, own_ at this rank's place
+  std::vector<std::byte*> opened_;  // peers' mappings, closed by the destructor
+  std::size_t region_bytes_ = 0;
+  int device_ = 0;
+};
+
+}  // namespace concord::detail

@@ -1,0 +1,21 @@
+// Catch2 for the single-process GPU kernel tests (test_gpu_kernels.cpp). Without a
+// usable CUDA device it prints why and exits with 77, which CTest reports as skipped
+// (SKIP_RETURN_CODE 77).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  constexpr int kSkipped = 77;
+  int devices = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&devices);
+  if (rc != cudaSuccess || devices == 0) {
+    std::printf("skipped: no CUDA device (%s)\n",
+                rc != cudaSuccess ? cudaGetErrorString(rc) : "no device is visible");
+    return kSkipped;
+  }
+  return Catch::Session().run(argc, argv);
+}
