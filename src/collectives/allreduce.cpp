@@ -34,6 +34,17 @@ Device buffers_device(const char* what, const void* send, const void* recv, std:
           ErrorCode::InvalidArgument, rank,
           fmt::format("{}: unknown Device value {}", what, static_cast<int>(*options.device)));
     }
+    if (*options.device == Device::Cuda && !cuda_built()) {
+      throw Error(ErrorCode::InvalidArgument, rank,
+                  fmt::format("{}: Device::Cuda buffers need a concord built with CUDA "
+                              "(CONCORD_WITH_CUDA found no nvcc when this one was configured)",
+                              what));
+    }
+    if (*options.device == Device::Cuda && !cuda_available()) {
+      throw Error(
+          ErrorCode::InvalidArgument, rank,
+          fmt::format("{}: Device::Cuda buffers, but this process sees no CUDA device", what));
+    }
     return *options.device;
   }
   if (count == 0) return Device::Cpu;

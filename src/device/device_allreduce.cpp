@@ -205,6 +205,14 @@ Device classify_pointer(const void* ptr) {
 void allreduce_device(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                       const Communicator& comm, const AllreduceOptions& options) {
   const CommunicatorState& state = comm.state();
+  if (!cuda_available()) {
+    std::string why;
+    cuda::device_count(&why);
+    throw Error(ErrorCode::InvalidArgument, state.rank,
+                fmt::format("allreduce: Device::Cuda buffers, but this process sees no CUDA "
+                            "device ({})",
+                            why));
+  }
   const Topology& topo = state.topology;
   const Config& cfg = config();
   DeviceResources& res = device_resources(state);  // collective the first time

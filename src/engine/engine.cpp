@@ -65,6 +65,9 @@ void EngineCore::validate(const Work& w) const {
   if (w.tensor.device == Device::Cuda && !cuda_built()) {
     bad("CUDA tensors need a concord built with CUDA (CONCORD_WITH_CUDA)");
   }
+  if (w.tensor.device == Device::Cuda && !cuda_available()) {
+    bad("a CUDA tensor, but this process sees no CUDA device");
+  }
   if (w.tensor.data == nullptr && w.tensor.count > 0) bad("null data with count > 0");
   if (static_cast<unsigned>(w.sig.dtype) > static_cast<unsigned>(DataType::Float64)) {
     bad("unknown DataType");

@@ -105,6 +105,35 @@ TEST_CASE("unknown enum values are rejected", "[errors]") {
   expect_still_usable(comm);
 }
 
+TEST_CASE("device buffers without a usable CUDA device are refused", "[errors]") {
+  Communicator comm = Communicator::world();
+  std::vector<float> buf(4);
+  AllreduceOptions options;
+  options.device = static_cast<Device>(7);
+  expect_error(
+      [&] {
+        allreduce(buf.data(), buf.data(), 4, DataType::Float32, ReduceOp::Sum, comm, options);
+      },
+      ErrorCode::InvalidArgument, "unknown Device");
+  if (cuda_available()) {
+    SUCCEED("a CUDA device is visible: the GPU tests cover device buffers");
+  } else {
+    options.device = Device::Cuda;
+    expect_error(
+        [&] {
+          allreduce(buf.data(), buf.data(), 4, DataType::Float32, ReduceOp::Sum, comm, options);
+        },
+        ErrorCode::InvalidArgument,
+        cuda_built() ? "sees no CUDA device" : "need a concord built with CUDA");
+  }
+  // Host buffers are still classified as host memory, with or without CUDA.
+  options.device.reset();
+  std::vector<float> out(4);
+  allreduce(buf.data(), out.data(), 4, DataType::Float32, ReduceOp::Sum, comm, options);
+  CHECK(out == std::vector<float>(4, 0.0f));
+  expect_still_usable(comm);
+}
+
 // Ranks disagreeing would deadlock or corrupt data; CONCORD_CHECK_ARGS=1 turns
 // that into an error on every rank. Hidden: run only with that variable set.
 TEST_CASE("CONCORD_CHECK_ARGS names the rank whose arguments differ", "[.][check_args]") {

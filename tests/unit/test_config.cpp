@@ -81,3 +81,37 @@ TEST_CASE("bad values name the variable and what is accepted", "[config]") {
   CHECK_THAT(message({{"CONCORD_RING_SEGMENT_BYTES", "1"}}), Contains("[64,"));
   CHECK_THAT(message({{"CONCORD_VIRTUAL_NODES", "0"}}), Contains("CONCORD_VIRTUAL_NODES"));
 }
+
+TEST_CASE("device-path variables", "[config]") {
+  const auto defaults = parse_config(env({}));
+  CHECK(defaults.cuda_ipc);
+  CHECK(defaults.nccl);
+  CHECK(defaults.nccl_library.empty());
+  CHECK(defaults.pointer_cache_entries == 4096);
+  CHECK(defaults.cuda_ipc_region_bytes == 8u << 20);
+  CHECK(defaults.cuda_direct_bytes == 256 * 1024);
+  CHECK(defaults.cuda_staging_bytes == 4u << 20);
+
+  auto c = parse_config(env({{"CONCORD_CUDA_IPC", "0"},
+                             {"CONCORD_NCCL", "off"},
+                             {"CONCORD_NCCL_LIBRARY", "/opt/nccl/lib/libnccl.so.2"},
+                             {"CONCORD_POINTER_CACHE_ENTRIES", "0"},
+                             {"CONCORD_CUDA_IPC_REGION_BYTES", "65536"},
+                             {"CONCORD_CUDA_DIRECT_BYTES", "0"},
+                             {"CONCORD_CUDA_STAGING_BYTES", "1048576"}}));
+  CHECK_FALSE(c.cuda_ipc);
+  CHECK_FALSE(c.nccl);
+  CHECK(c.nccl_library == "/opt/nccl/lib/libnccl.so.2");
+  CHECK(c.pointer_cache_entries == 0);
+  CHECK(c.cuda_ipc_region_bytes == 65536);
+  CHECK(c.cuda_direct_bytes == 0);
+  CHECK(c.cuda_staging_bytes == 1048576);
+
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_CUDA_IPC_REGION_BYTES", "100"}})),
+                    Catch::Matchers::Contains("CONCORD_CUDA_IPC_REGION_BYTES='100'") &&
+                        Catch::Matchers::Contains("[4096,"));
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_CUDA_IPC", "perhaps"}})),
+                    Catch::Matchers::Contains("CONCORD_CUDA_IPC='perhaps'"));
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_POINTER_CACHE_ENTRIES", "-1"}})),
+                    Catch::Matchers::Contains("CONCORD_POINTER_CACHE_ENTRIES"));
+}
