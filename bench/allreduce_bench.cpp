@@ -35,21 +35,6 @@ struct Impl {
   std::function<void(const void*, void*, std::size_t)> run;
 };
 
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Prod:
-      return MPI_PROD;
-    case ReduceOp::Min:
-      return MPI_MIN;
-    case ReduceOp::Max:
-      return MPI_MAX;
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      return MPI_SUM;
-  }
-  return MPI_SUM;
-}
-
 #if CONCORD_BENCH_NCCL
 // The implementations on device buffers; nccl is skipped, with the reason, where
 // it cannot run.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 
 namespace concord::bench {
@@ -52,6 +53,15 @@ std::size_t parse_size(const std::string& range, const std::string& text, const 
   return value * scale;
 }
 }  // namespace
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
 
 int iterations_for(const AllreduceOptions& o, std::size_t bytes) {
   return o.iterations.value_or(bytes <= kLargeMessage ? 1000 : 100);

@@ -27,6 +27,9 @@ struct AllreduceOptions {
 };
 
 int iterations_for(const AllreduceOptions& o, std::size_t bytes);
+
+// "a,b,,c" -> {"a", "b", "c"}: the comma lists of --impl, --algo, -T, -o.
+std::vector<std::string> split_list(const std::string& text);
 int warmup_for(const AllreduceOptions& o, std::size_t bytes);
 
 // Parses -m's "MIN:MAX" (also "MAX" alone, meaning MIN = 0, the smallest element).

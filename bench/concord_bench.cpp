@@ -23,15 +23,6 @@
 
 namespace {
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
 // The allreduce subcommand: its options as typed, then turned into AllreduceOptions.
 struct AllreduceArgs {
   concord::bench::AllreduceOptions o;
@@ -87,9 +78,9 @@ int run_allreduce(AllreduceArgs& a, int rank) {
   }
   concord::bench::size_steps(o.min_bytes, o.max_bytes, concord::size_of(o.dtype));  // checks -m
   o.algorithms.clear();
-  for (const std::string& name : split_list(a.algos))
+  for (const std::string& name : concord::bench::split_list(a.algos))
     o.algorithms.push_back(concord::parse_algorithm(name));
-  o.impls = split_list(a.impls);
+  o.impls = concord::bench::split_list(a.impls);
   if (a.device == "cuda") {
     o.device = concord::Device::Cuda;
   } else if (a.device != "cpu") {

@@ -72,19 +72,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-MPI_Op mpi_reduce_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Prod:
-      return MPI_PROD;
-    case ReduceOp::Min:
-      return MPI_MIN;
-    case ReduceOp::Max:
-      return MPI_MAX;
-    default:
-      return MPI_SUM;
-  }
-}
-
 }  // namespace
 
 DeviceBench::DeviceBench(const Communicator& comm) : state_(std::make_unique<State>()) {
@@ -165,7 +152,7 @@ RunFn DeviceBench::mpi_staged_impl(const AllreduceOptions& o) const {
   cudaStream_t stream = state_->stream->get();
   MPI_Comm world = state_->comm->mpi_comm();
   const std::size_t esize = size_of(o.dtype);
-  const MPI_Op op = mpi_reduce_op(o.op);
+  const MPI_Op op = mpi_op(o.op);
   return [=](const void* s, void* r, std::size_t n) {
     cuda::check(cudaMemcpyAsync(hs, s, n * esize, cudaMemcpyDeviceToHost, stream),
                 "cudaMemcpyAsync");

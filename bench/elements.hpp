@@ -85,6 +85,22 @@ inline double load_element(const std::byte* src, DataType dtype) {
   return 0.0;
 }
 
+// MPI's operator for op; Avg is measured as MPI_SUM plus a scale.
+inline MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Prod:
+      return MPI_PROD;
+    case ReduceOp::Min:
+      return MPI_MIN;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return MPI_SUM;
+  }
+  return MPI_SUM;
+}
+
 // MPI's datatype for dtype, if MPI has one.
 inline std::optional<MPI_Datatype> mpi_type(DataType dtype) {
   switch (dtype) {

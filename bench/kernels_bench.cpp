@@ -42,15 +42,6 @@ constexpr int kFieldWidth = 18;
 constexpr std::size_t kSampleBytes = std::size_t{256} << 20;
 constexpr int kMaxReps = 1000;
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
 // The command line, checked: the same errors with or without CUDA.
 struct Plan {
   std::size_t min_bytes = 0;

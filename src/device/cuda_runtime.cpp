@@ -40,54 +40,22 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
 }
 
-DeviceBuffer::DeviceBuffer(std::size_t bytes) {
-  reserve(bytes);
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    ptr_ = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-void DeviceBuffer::reserve(std::size_t bytes) {
-  if (bytes <= bytes_) return;
-  if (ptr_ != nullptr) cudaFree(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
+void* DeviceMemory::allocate(std::size_t bytes) {
   void* p = nullptr;
   check(cudaMalloc(&p, bytes), "cudaMalloc");
-  ptr_ = static_cast<std::byte*>(p);
-  bytes_ = bytes;
+  return p;
+}
+void DeviceMemory::release(void* p) noexcept {
+  if (p != nullptr) cudaFree(p);
 }
 
-PinnedBuffer::PinnedBuffer(std::size_t bytes) {
-  reserve(bytes);
-}
-PinnedBuffer::~PinnedBuffer() {
-  if (ptr_ != nullptr) cudaFreeHost(ptr_);
-}
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-    ptr_ = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-void PinnedBuffer::reserve(std::size_t bytes) {
-  if (bytes <= bytes_) return;
-  if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
+void* PinnedMemory::allocate(std::size_t bytes) {
   void* p = nullptr;
   check(cudaMallocHost(&p, bytes), "cudaMallocHost");
-  ptr_ = static_cast<std::byte*>(p);
-  bytes_ = bytes;
+  return p;
+}
+void PinnedMemory::release(void* p) noexcept {
+  if (p != nullptr) cudaFreeHost(p);
 }
 
 Stream::Stream() {

@@ -33,44 +33,52 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-// cudaMalloc'd memory; empty when bytes == 0.
-class DeviceBuffer {
+// Where a Buffer's memory comes from.
+struct DeviceMemory {  // cudaMalloc: memory of the current device
+  static void* allocate(std::size_t bytes);
+  static void release(void* p) noexcept;
+};
+struct PinnedMemory {  // cudaMallocHost: page-locked host memory, the staging buffers
+  static void* allocate(std::size_t bytes);
+  static void release(void* p) noexcept;
+};
+
+// Owned memory of one kind; empty when bytes == 0.
+template <class Kind>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept
+  Buffer() = default;
+  explicit Buffer(std::size_t bytes) { reserve(bytes); }
+  ~Buffer() { Kind::release(ptr_); }
+  Buffer(Buffer&& other) noexcept
       : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      Kind::release(ptr_);
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
 
   std::byte* get() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
   // Grows to at least `bytes` (contents are not kept).
-  void reserve(std::size_t bytes);
+  void reserve(std::size_t bytes) {
+    if (bytes <= bytes_) return;
+    Kind::release(std::exchange(ptr_, nullptr));
+    bytes_ = 0;
+    ptr_ = static_cast<std::byte*>(Kind::allocate(bytes));
+    bytes_ = bytes;
+  }
 
  private:
   std::byte* ptr_ = nullptr;
   std::size_t bytes_ = 0;
 };
 
-// Page-locked host memory (cudaMallocHost): the staging buffers of host paths.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t bytes);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& other) noexcept
-      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-
-  std::byte* get() const { return ptr_; }
-  std::size_t bytes() const { return bytes_; }
-  void reserve(std::size_t bytes);
-
- private:
-  std::byte* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-};
+using DeviceBuffer = Buffer<DeviceMemory>;
+using PinnedBuffer = Buffer<PinnedMemory>;
 
 // A non-blocking stream (does not synchronise with the legacy default stream).
 class Stream {

@@ -223,7 +223,7 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
   // collectives is the same on every rank either way.
   std::erase_if(buckets, [&](const Bucket& b) {
     if (b.device != Device::Cuda) return false;
-    run_device_bucket_timed(b, agreed);
+    reduce_bucket(b, agreed, "device ", [&] { run_device_bucket(b, data_, algorithm_); });
     return true;
   });
   if (buckets.empty()) return;
@@ -313,11 +313,14 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
   for (auto& f : finished) f.wait();
 }
 
-void EngineCore::run_device_bucket_timed(const Bucket& b, Clock::time_point agreed) {
+// Runs `reduce` for a bucket reduced in one piece, then records QUEUE and REDUCE
+// spans and completes its tensors with the outcome.
+void EngineCore::reduce_bucket(const Bucket& b, Clock::time_point agreed, const char* how,
+                               const std::function<void()>& reduce) {
   const auto begin = Clock::now();
   std::optional<Error> error;
   try {
-    run_device_bucket(b, data_, algorithm_);
+    reduce();
   } catch (const Error& e) {
     error = e;
   }
@@ -326,7 +329,7 @@ void EngineCore::run_device_bucket_timed(const Bucket& b, Clock::time_point agre
     if (timeline_) {
       timeline_->span(w->name, "QUEUE", agreed, begin);
       timeline_->span(w->name, "REDUCE", begin, end,
-                      fmt::format("device bucket of {} tensors, {} bytes", b.works.size(),
+                      fmt::format("{}bucket of {} tensors, {} bytes", how, b.works.size(),
                                   b.count * size_of(b.dtype)));
     }
     complete(w, error);
@@ -339,30 +342,18 @@ void EngineCore::run_buckets_in_place(const std::vector<Bucket>& buckets,
   // scaled: no packing, no extra pass.
   const int ranks = data_.size();
   for (const Bucket& b : buckets) {
-    const auto begin = Clock::now();
-    std::vector<Segment> segments;
-    segments.reserve(b.works.size());
-    for (const auto& w : b.works) {
-      if (w->sig.prescale != 1.0) scale(w->tensor.data, w->tensor.count, b.dtype, w->sig.prescale);
-      segments.push_back(
-          {static_cast<std::byte*>(w->tensor.data), w->tensor.count, output_scale(w->sig, ranks)});
-    }
-    std::optional<Error> error;
-    try {
-      allreduce_segments(std::move(segments), b.dtype, b.op, data_);
-    } catch (const Error& e) {
-      error = e;
-    }
-    const auto end = Clock::now();
-    for (const auto& w : b.works) {
-      if (timeline_) {
-        timeline_->span(w->name, "QUEUE", agreed, begin);
-        timeline_->span(w->name, "REDUCE", begin, end,
-                        fmt::format("in place, bucket of {} tensors, {} bytes", b.works.size(),
-                                    b.count * size_of(b.dtype)));
+    reduce_bucket(b, agreed, "in place, ", [&] {
+      std::vector<Segment> segments;
+      segments.reserve(b.works.size());
+      for (const auto& w : b.works) {
+        if (w->sig.prescale != 1.0) {
+          scale(w->tensor.data, w->tensor.count, b.dtype, w->sig.prescale);
+        }
+        segments.push_back({static_cast<std::byte*>(w->tensor.data), w->tensor.count,
+                            output_scale(w->sig, ranks)});
       }
-      complete(w, error);
-    }
+      allreduce_segments(std::move(segments), b.dtype, b.op, data_);
+    });
   }
 }
 

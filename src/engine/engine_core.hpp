@@ -11,6 +11,7 @@
 #include <concord/engine.hpp>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,7 +40,8 @@ class EngineCore {
   void execute(const std::vector<std::shared_ptr<Work>>& ready, Clock::time_point agreed);
   void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
   void run_buckets_in_place(const std::vector<Bucket>& buckets, Clock::time_point agreed);
-  void run_device_bucket_timed(const Bucket& bucket, Clock::time_point agreed);
+  void reduce_bucket(const Bucket& bucket, Clock::time_point agreed, const char* how,
+                     const std::function<void()>& reduce);
   void run_broadcast(Work& work);
   void run_allgather(Work& work);
   void complete(const std::shared_ptr<Work>& work, std::optional<Error> error);

@@ -14,6 +14,7 @@
 #include "reduce/cuda_element_ops.cuh"
 #include "reduce/cuda_kernels.hpp"
 #include "reduce/reduce_tables.hpp"
+#include "unit/element_types.hpp"
 
 #include <concord/error.hpp>
 #include <concord/types.hpp>
@@ -40,6 +41,8 @@ using concord::DataType;
 using concord::ReduceOp;
 namespace cuda = concord::detail::cuda;
 namespace ops = concord::detail::cuda::ops;
+using concord::test::bits64;
+using concord::test::with_element_type;
 
 constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::UInt8,   DataType::Int32,
                                   DataType::Int64,   DataType::Float16, DataType::BFloat16,
@@ -50,34 +53,6 @@ constexpr DataType kFloatTypes[] = {DataType::Float16, DataType::BFloat16, DataT
                                     DataType::Float64};
 constexpr std::size_t kCounts[] = {0, 1, 3, 17, 1000003};
 constexpr std::size_t kGuard = 16;  // elements before and after every region
-
-template <class Fn>
-void with_element_type(DataType d, Fn&& fn) {
-  switch (d) {
-    case DataType::Int8:
-      return fn.template operator()<std::int8_t>();
-    case DataType::UInt8:
-      return fn.template operator()<std::uint8_t>();
-    case DataType::Int32:
-      return fn.template operator()<std::int32_t>();
-    case DataType::Int64:
-      return fn.template operator()<std::int64_t>();
-    case DataType::Float16:
-    case DataType::BFloat16:
-      return fn.template operator()<std::uint16_t>();
-    case DataType::Float32:
-      return fn.template operator()<float>();
-    case DataType::Float64:
-      return fn.template operator()<double>();
-  }
-}
-
-template <class T>
-std::uint64_t bits64(T v) {
-  std::uint64_t u = 0;
-  std::memcpy(&u, &v, sizeof v);
-  return u;
-}
 
 template <class T>
 bool is_nan_value(DataType d, T v) {

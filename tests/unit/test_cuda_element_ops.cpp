@@ -9,6 +9,7 @@
 // Float16 conversions, whose non-NaN results IEEE fixes; tests/gpu covers them.)
 #include "reduce/cuda_element_ops.cuh"
 #include "reduce/reduce_tables.hpp"
+#include "unit/element_types.hpp"
 
 #include <concord/types.hpp>
 
@@ -32,6 +33,8 @@ using concord::ReduceOp;
 using concord::detail::ReduceFn;
 using concord::detail::ScaleFn;
 namespace ops = concord::detail::cuda::ops;
+using concord::test::bits64;
+using concord::test::with_element_type;
 
 constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::UInt8,   DataType::Int32,
                                   DataType::Int64,   DataType::Float16, DataType::BFloat16,
@@ -53,41 +56,6 @@ To bitcast(From f) {
   To t;
   std::memcpy(&t, &f, sizeof t);
   return t;
-}
-
-template <class T>
-std::uint64_t bits64(T v) {
-  if constexpr (sizeof(T) == 1) {
-    return bitcast<std::uint8_t>(v);
-  } else if constexpr (sizeof(T) == 2) {
-    return bitcast<std::uint16_t>(v);
-  } else if constexpr (sizeof(T) == 4) {
-    return bitcast<std::uint32_t>(v);
-  } else {
-    return bitcast<std::uint64_t>(v);
-  }
-}
-
-// The element type of a dtype (16-bit floats as their bits), for generic lambdas.
-template <class Fn>
-void with_element_type(DataType d, Fn&& fn) {
-  switch (d) {
-    case DataType::Int8:
-      return fn.template operator()<std::int8_t>();
-    case DataType::UInt8:
-      return fn.template operator()<std::uint8_t>();
-    case DataType::Int32:
-      return fn.template operator()<std::int32_t>();
-    case DataType::Int64:
-      return fn.template operator()<std::int64_t>();
-    case DataType::Float16:
-    case DataType::BFloat16:
-      return fn.template operator()<std::uint16_t>();
-    case DataType::Float32:
-      return fn.template operator()<float>();
-    case DataType::Float64:
-      return fn.template operator()<double>();
-  }
 }
 
 // ---- inputs -------------------------------------------------------------------------
