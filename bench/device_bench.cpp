@@ -113,11 +113,15 @@ std::string DeviceBench::describe() const {
 std::byte* DeviceBench::allocate(std::size_t bytes) {
   state_->buffers.emplace_back(std::max<std::size_t>(bytes, 1));
   cuda::check(cudaMemset(state_->buffers.back().get(), 0, bytes), "cudaMemset");
+  // cudaMemset and pageable uploads queue on the legacy stream, which the
+  // benchmark's non-blocking stream does not wait for.
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return state_->buffers.back().get();
 }
 
 void DeviceBench::upload(void* device, const void* host, std::size_t bytes) {
   cuda::check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 void DeviceBench::download(void* host, const void* device, std::size_t bytes) {

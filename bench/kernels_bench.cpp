@@ -146,6 +146,9 @@ std::vector<std::byte> random_elements(DataType d, std::size_t count, std::uint6
 
 void upload(void* dst, const std::vector<std::byte>& src) {
   cuda::check(cudaMemcpy(dst, src.data(), src.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  // Returns before the data lands (pageable source, legacy stream): the kernels'
+  // non-blocking stream must not start before it has.
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 std::vector<std::byte> download(const void* src, std::size_t bytes) {
   std::vector<std::byte> out(bytes);

@@ -27,20 +27,29 @@ void slice_pieces(const BlockPartition& shards, std::size_t round, std::size_t s
   }
 }
 
+// Elements of each shard per round: the region split among the owners, whole
+// quanta where the region holds one per owner.
+std::size_t slice_elements(std::size_t region_elements, std::size_t owners, std::size_t quantum) {
+  const std::size_t even = region_elements / owners;
+  return std::max<std::size_t>(1, even >= quantum ? even / quantum * quantum : even);
+}
+
 }  // namespace
 
 void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
                             const void* src, void* dst, std::size_t count, const ReduceSpec& spec) {
   const auto owners = static_cast<std::size_t>(shard_owners);
-  const BlockPartition shards(count, owners);
+  // Shards and slices on 64-byte boundaries (see allreduce_shared.cpp).
+  const std::size_t quantum = line_quantum(spec.elem_size);
+  const BlockPartition shards(count, owners, quantum);
   const std::size_t local_rank = node != nullptr ? static_cast<std::size_t>(node->rank()) : 0;
 
   if (node == nullptr) {
     spec.exec->copy(dst, src, count * spec.elem_size);
   } else {
     SharedRounds rounds(*node, spec);
-    const std::size_t slice = std::max<std::size_t>(1, rounds.region_elements() / owners);
-    const std::size_t num_rounds = (shards.size(0) + slice - 1) / slice;  // shard 0 is largest
+    const std::size_t slice = slice_elements(rounds.region_elements(), owners, quantum);
+    const std::size_t num_rounds = (shards.largest() + slice - 1) / slice;
     std::vector<Piece> pieces(owners);
     for (std::size_t r = 0; r < num_rounds; ++r) {
       slice_pieces(shards, r, slice, pieces);
@@ -56,8 +65,8 @@ void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNode
 
   if (node != nullptr) {
     SharedRounds rounds(*node, spec);
-    const std::size_t slice = std::max<std::size_t>(1, rounds.region_elements() / owners);
-    const std::size_t num_rounds = (shards.size(0) + slice - 1) / slice;
+    const std::size_t slice = slice_elements(rounds.region_elements(), owners, quantum);
+    const std::size_t num_rounds = (shards.largest() + slice - 1) / slice;
     std::vector<Piece> pieces(owners);
     for (std::size_t r = 0; r < num_rounds; ++r) {
       slice_pieces(shards, r, slice, pieces);

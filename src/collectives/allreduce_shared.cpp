@@ -27,7 +27,10 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
   const auto ranks = static_cast<std::size_t>(node.size());
   std::vector<Piece> pieces(ranks);
   for (std::size_t offset = 0; offset < count; offset += capacity) {
-    const BlockPartition blocks(std::min(capacity, count - offset), ranks);
+    // Blocks on 64-byte boundaries: each rank's result block has its own cache
+    // lines, and device kernels see equally aligned sources and destinations.
+    const BlockPartition blocks(std::min(capacity, count - offset), ranks,
+                                line_quantum(spec.elem_size));
     for (std::size_t j = 0; j < ranks; ++j) pieces[j] = {offset + blocks.offset(j), blocks.size(j)};
     rounds.allreduce(src, dst, pieces);
   }

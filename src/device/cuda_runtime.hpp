@@ -63,6 +63,12 @@ class Buffer {
 
   std::byte* get() const { return ptr_; }
   std::size_t bytes() const { return bytes_; }
+  // Gives the memory up without freeing it (when freeing is unsafe: memory that
+  // another process may still have mapped).
+  void leak() noexcept {
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
   // Grows to at least `bytes` (contents are not kept).
   void reserve(std::size_t bytes) {
     if (bytes <= bytes_) return;

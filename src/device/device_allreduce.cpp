@@ -83,8 +83,22 @@ bool nccl_usable(DeviceResources& res, const Topology& topo, int rank) {
       }
     }
     if (ok != 0) {
-      res.nccl_cross = std::make_shared<NcclComm>(topo.cross.get(), rank);
-    } else if (config().nccl && !why.empty()) {
+      // A failed set-up on one rank must not leave its node peers waiting in the
+      // next node step: every rank of the cross communicator agrees to fall back.
+      try {
+        res.nccl_cross = std::make_shared<NcclComm>(topo.cross.get(), rank);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+      int made = res.nccl_cross ? 1 : 0;
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, &made, 1, MPI_INT, MPI_MIN, topo.cross.get()),
+                "MPI_Allreduce", rank);
+      if (made == 0) {
+        res.nccl_cross.reset();
+        if (why.empty()) why = "NCCL set-up failed on another node";
+      }
+    }
+    if (!res.nccl_cross && config().nccl && !why.empty()) {
       fmt::print(stderr,
                  "concord: rank {}: NCCL unavailable ({}); device buffers cross nodes "
                  "through host memory\n",
@@ -212,6 +226,24 @@ void allreduce_device(const void* send, void* recv, std::size_t count, DataType 
                 fmt::format("allreduce: Device::Cuda buffers, but this process sees no CUDA "
                             "device ({})",
                             why));
+  }
+  // Kernels run on the current device; another GPU's memory is reachable only
+  // through peer access, so buffers elsewhere would fault on the device.
+  const int current = cuda::current_device();
+  for (const void* p : {send, static_cast<const void*>(recv)}) {
+    PointerInfo info = pointer_cache().lookup(p);
+    if (info.device == Device::Cuda && info.ordinal != current) {
+      // The cache cannot see frees: the range may have been freed on one GPU and
+      // handed out again on another. Ask the driver before refusing.
+      pointer_cache().forget(p);
+      info = pointer_cache().lookup(p);
+    }
+    if (info.device == Device::Cuda && info.ordinal != current) {
+      throw Error(ErrorCode::InvalidArgument, state.rank,
+                  fmt::format("allreduce: the buffers are on GPU {}, but GPU {} is current on "
+                              "this thread (cudaSetDevice({}) first)",
+                              info.ordinal, current, info.ordinal));
+    }
   }
   const Topology& topo = state.topology;
   const Config& cfg = config();

@@ -28,9 +28,10 @@ Device classify_pointer(const void* ptr);
 void allreduce_device(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                       const Communicator& comm, const AllreduceOptions& options);
 
-// An event recorded on `stream` now: the engine's device work waits for it, so it
-// reads a tensor only after the work the caller queued before enqueueing it.
-std::shared_ptr<void> record_ready_event(CudaStream stream);
+// An event recorded on `stream` now (on the device that holds `tensor`): the
+// engine's device work waits for it, so it touches a tensor only after the work
+// the caller queued before enqueueing it.
+std::shared_ptr<void> record_ready_event(const void* tensor, CudaStream stream);
 
 // Runs one fusion bucket of device tensors over `comm`: waits for the tensors'
 // ready events, packs them (prescaled) into a device fusion buffer with one
@@ -39,9 +40,11 @@ std::shared_ptr<void> record_ready_event(CudaStream stream);
 void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm algorithm);
 
 // Device <-> host copies for the engine's broadcast and allgather of device
-// tensors (ordered after the tensor's ready event; synchronous).
+// tensors: ordered after the tensor's ready event, and complete on return (the
+// data is on the device for any stream's later work).
 void copy_device_to_host(void* host, const void* device, std::size_t bytes,
                          const std::shared_ptr<void>& ready);
-void copy_host_to_device(void* device, const void* host, std::size_t bytes);
+void copy_host_to_device(void* device, const void* host, std::size_t bytes,
+                         const std::shared_ptr<void>& ready);
 
 }  // namespace concord::detail

@@ -25,7 +25,7 @@ void allreduce_device(const void*, void*, std::size_t, DataType, ReduceOp, const
   no_cuda("allreduce");
 }
 
-std::shared_ptr<void> record_ready_event(CudaStream) {
+std::shared_ptr<void> record_ready_event(const void*, CudaStream) {
   no_cuda("Engine");
 }
 
@@ -37,7 +37,7 @@ void copy_device_to_host(void*, const void*, std::size_t, const std::shared_ptr<
   no_cuda("Engine");
 }
 
-void copy_host_to_device(void*, const void*, std::size_t) {
+void copy_host_to_device(void*, const void*, std::size_t, const std::shared_ptr<void>&) {
   no_cuda("Engine");
 }
 

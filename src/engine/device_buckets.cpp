@@ -32,7 +32,9 @@ void wait_ready(const Bucket& bucket, cudaStream_t stream) {
 
 }  // namespace
 
-std::shared_ptr<void> record_ready_event(CudaStream stream) {
+std::shared_ptr<void> record_ready_event(const void* tensor, CudaStream stream) {
+  // The event belongs to the stream's device, which holds the tensor.
+  cuda::DeviceGuard on(device_of(tensor));
   auto event = std::make_shared<cuda::Event>();
   event->record(stream);
   return event;
@@ -97,10 +99,18 @@ void copy_device_to_host(void* host, const void* device, std::size_t bytes,
   cuda::check(cudaMemcpy(host, device, bytes, cudaMemcpyDefault), "cudaMemcpy");
 }
 
-void copy_host_to_device(void* device, const void* host, std::size_t bytes) {
+void copy_host_to_device(void* device, const void* host, std::size_t bytes,
+                         const std::shared_ptr<void>& ready) {
   if (bytes == 0) return;
   cuda::DeviceGuard on(device_of(device));
-  cuda::check(cudaMemcpy(device, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  // The caller's earlier writes to the tensor first, or they would land on top.
+  if (ready) static_cast<const cuda::Event*>(ready.get())->synchronize();
+  // From pageable memory cudaMemcpy returns before the data is on the device:
+  // copy on a stream of our own and wait for it.
+  cuda::Stream stream;
+  cuda::check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream.get()),
+              "cudaMemcpyAsync");
+  stream.synchronize();
 }
 
 }  // namespace concord::detail

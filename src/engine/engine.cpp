@@ -104,7 +104,7 @@ std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works)
   for (const auto& w : works) validate(*w);
   for (const auto& w : works) {
     if (w->tensor.device == Device::Cuda && w->tensor.count > 0) {
-      w->ready = record_ready_event(w->tensor.stream);
+      w->ready = record_ready_event(w->tensor.data, w->tensor.stream);
     }
   }
   std::vector<Handle> handles;
@@ -366,7 +366,9 @@ void EngineCore::run_broadcast(Work& w) {
     std::vector<std::byte> host(bytes);
     if (data_.rank() == w.sig.root) copy_device_to_host(host.data(), w.tensor.data, bytes, w.ready);
     broadcast_binomial(transport, host.data(), bytes, w.sig.root);
-    if (data_.rank() != w.sig.root) copy_host_to_device(w.tensor.data, host.data(), bytes);
+    if (data_.rank() != w.sig.root) {
+      copy_host_to_device(w.tensor.data, host.data(), bytes, w.ready);
+    }
     return;
   }
   broadcast_binomial(transport, w.tensor.data, bytes, w.sig.root);

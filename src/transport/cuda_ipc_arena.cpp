@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 
 namespace concord::detail {
@@ -105,7 +106,32 @@ std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, std::size_t r
 }
 
 CudaIpcArena::~CudaIpcArena() {
+  // Freeing an exported allocation that a peer still has mapped is undefined, and
+  // a peer may still be reading this rank's regions (a rank leaves a collective
+  // once its own last step is done). So: close the peers' mappings (this rank's
+  // reads ended with its last fence), tell the peers with one more counter step,
+  // and free this rank's block only once every peer has said the same. Bounded:
+  // at exit a peer may be gone; then the block is left to the process's end.
+  if (!counters_) return;  // create() failed before anything was allocated
+  int previous = -1;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_ &&
+                        cudaSetDevice(device_) == cudaSuccess;
   for (std::byte* p : opened_) cudaIpcCloseMemHandle(p);
+  const std::uint64_t closed = counters_->published() + 1;
+  counters_->publish(closed);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool all_closed = true;
+  for (int peer = 0; peer < counters_->size(); ++peer) {
+    if (peer != counters_->rank())
+      all_closed = counters_->wait_until(peer, closed, deadline) && all_closed;
+  }
+  if (!all_closed) {
+    own_.leak();
+  } else {
+    own_ = cuda::DeviceBuffer();  // freed here, with device_ current
+  }
+  if (switched) cudaSetDevice(previous);
+  cudaGetLastError();  // nothing here may leave an error for the next call to find
 }
 
 }  // namespace concord::detail

@@ -201,6 +201,16 @@ std::uint64_t ShmArena::published() const {
   return std::atomic_ref<std::uint64_t>(*counter(rank_)).load(std::memory_order_relaxed);
 }
 
+bool ShmArena::wait_until(int peer, std::uint64_t value,
+                          std::chrono::steady_clock::time_point deadline) const {
+  std::atomic_ref<std::uint64_t> flag(*counter(peer));
+  while (flag.load(std::memory_order_acquire) < value) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    sched_yield();
+  }
+  return true;
+}
+
 void ShmArena::wait_for(int peer, std::uint64_t value) const {
   // Spinning is right while the peer runs on another core; once it has taken
   // long enough that the peer is probably descheduled (more ranks than cores),

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
@@ -30,6 +31,10 @@ class ShmArena final : public SharedArena {
   void publish(std::uint64_t value) override;
   std::uint64_t published() const override;
   void wait_for(int peer, std::uint64_t value) const override;
+  // wait_for, giving up at `deadline`: false when the peer's counter had not
+  // reached `value` by then (a peer that is gone, at teardown).
+  bool wait_until(int peer, std::uint64_t value,
+                  std::chrono::steady_clock::time_point deadline) const;
 
  private:
   ShmArena(std::byte* base, std::size_t mapped_bytes, int rank, int size, std::size_t region_bytes);

@@ -26,8 +26,15 @@ std::vector<std::size_t> counts_for(int ranks) {
   return counts;
 }
 
+// cudaMemcpy from pageable memory and cudaMemset return before the device has the
+// data (both queue on the legacy stream, which the non-blocking streams under test
+// do not wait for): every upload ends with a device synchronisation.
+void settle() {
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
 void to_device(void* dst, const std::vector<std::byte>& src) {
   cuda::check(cudaMemcpy(dst, src.data(), src.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  settle();
 }
 std::vector<std::byte> to_host(const void* src, std::size_t bytes) {
   std::vector<std::byte> out(bytes);
@@ -65,6 +72,7 @@ TEST_CASE("device allreduce matches a serial reference for every dtype, op and c
                           << " stream=" << on_stream);
             to_device(send.get(), input);
             cuda::check(cudaMemset(recv.get(), 0x5a, count * esize + 1), "cudaMemset");
+            settle();
             AllreduceOptions options;  // device left unset: found through the pointer cache
             if (on_stream) options.stream = stream.get();
             void* out = in_place ? send.get() : recv.get();
@@ -178,6 +186,7 @@ TEST_CASE("the engine broadcasts and gathers device tensors", "[gpu][engine]") {
   std::vector<std::int32_t> host(n);
   for (std::size_t i = 0; i < n; ++i) host[i] = comm.rank() * 1000 + static_cast<int>(i);
   cuda::check(cudaMemcpy(tensor.get(), host.data(), n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  settle();
   TensorView view{tensor.get(), n, DataType::Int32, Device::Cuda, nullptr};
   Handle gathered = engine.enqueue_allgather("rows", view, 10);
   const std::vector<std::byte>& all = gathered.output();
@@ -193,6 +202,60 @@ TEST_CASE("the engine broadcasts and gathers device tensors", "[gpu][engine]") {
   CHECK(host[0] == root * 1000);
   CHECK(host[n - 1] == root * 1000 + static_cast<int>(n) - 1);
   engine.shutdown();
+}
+
+TEST_CASE("the engine's device broadcast is ordered on the tensor's stream", "[gpu][engine]") {
+  Communicator comm = Communicator::world();
+  Engine engine(comm);
+  constexpr std::size_t n = 1 << 16;
+  cuda::Stream stream;
+  cuda::DeviceBuffer tensor(n * sizeof(float));
+  cuda::DeviceBuffer seen(n * sizeof(float));
+  auto* t = reinterpret_cast<float*>(tensor.get());
+  const int root = comm.size() - 1;
+  // A kernel still running at enqueue writes every rank's tensor: the broadcast
+  // must land after it, not under it...
+  delayed_fill(t, n, static_cast<float>(comm.rank() + 1), 20'000'000, stream.get());
+  TensorView view{t, n, DataType::Float32, Device::Cuda, stream.get()};
+  engine.enqueue_broadcast("weights", view, root).wait();
+  // ...and be on the device for a reader on the tensor's own (non-blocking)
+  // stream as soon as the handle completes.
+  copy_floats(reinterpret_cast<float*>(seen.get()), t, n, stream.get());
+  stream.synchronize();
+  std::vector<float> got(n);
+  cuda::check(cudaMemcpy(got.data(), seen.get(), n * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy");
+  std::size_t wrong = 0;
+  for (float x : got) wrong += x != static_cast<float>(root + 1) ? 1 : 0;
+  INFO("rank " << comm.rank() << ": first value " << got[0] << ", root's " << root + 1);
+  CHECK(wrong == 0);
+  engine.shutdown();
+}
+
+TEST_CASE("buffers on another GPU than the current one are refused", "[gpu][errors]") {
+  int devices = 0;
+  cuda::check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  if (devices < 2) {
+    SUCCEED("one GPU: nothing to check");
+    return;
+  }
+  Communicator comm = Communicator::world();
+  const int mine = cuda::current_device();
+  const int other = (mine + 1) % devices;
+  cuda::DeviceBuffer elsewhere;
+  {
+    cuda::DeviceGuard on(other);
+    elsewhere.reserve(64 * sizeof(float));
+  }
+  try {
+    allreduce(elsewhere.get(), elsewhere.get(), 64, DataType::Float32, ReduceOp::Sum, comm);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK_THAT(e.what(), Catch::Contains("is current on this thread"));
+  }
+  cuda::DeviceGuard on(other);
+  elsewhere = cuda::DeviceBuffer();  // freed on its own device
 }
 
 TEST_CASE("host and device buffers cannot meet in one call", "[gpu][errors]") {

@@ -135,6 +135,9 @@ class DeviceArray {
     REQUIRE(host.size() == size_);
     cuda::check(cudaMemcpy(buffer_.get(), host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice),
                 "cudaMemcpy");
+    // From pageable memory cudaMemcpy returns before the data lands, queued on the
+    // legacy stream, which the non-blocking streams the kernels run on ignore.
+    cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   std::vector<T> download() const {
     std::vector<T> host(size_);

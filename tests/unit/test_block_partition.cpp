@@ -3,6 +3,7 @@
 #include "collectives/block_partition.hpp"
 #include "collectives/power_of_two_group.hpp"
 
+#include <algorithm>
 #include <set>
 
 using concord::detail::BlockPartition;
@@ -22,6 +23,34 @@ TEST_CASE("blocks tile the range and differ by at most one element", "[partition
       CHECK(total == count);
       CHECK(b.offset(parts) == count);
       CHECK(b.span(0, parts) == count);
+    }
+  }
+}
+
+TEST_CASE("blocks in quanta start on quantum boundaries and tile the range", "[partition]") {
+  for (std::size_t quantum : {1, 4, 16, 64}) {
+    for (std::size_t count : {0, 1, 5, 63, 64, 65, 1001, 4096, 100003}) {
+      for (std::size_t parts : {1, 2, 3, 8, 13}) {
+        INFO("quantum " << quantum << " count " << count << " parts " << parts);
+        BlockPartition b(count, parts, quantum);
+        std::size_t total = 0;
+        std::size_t largest = 0;
+        for (std::size_t i = 0; i < parts; ++i) {
+          CHECK(b.offset(i) == total);
+          CHECK(b.offset(i) % quantum == 0);
+          // Whole quanta, one more for the first blocks; the last also takes the rest.
+          const std::size_t units = count / quantum;
+          const std::size_t expected_units = units / parts + (i < units % parts ? 1 : 0);
+          const std::size_t rest = i + 1 == parts ? count % quantum : 0;
+          CHECK(b.size(i) == expected_units * quantum + rest);
+          largest = std::max(largest, b.size(i));
+          total += b.size(i);
+        }
+        CHECK(total == count);
+        CHECK(b.largest() == largest);
+        CHECK(b.offset(parts) == count);
+        CHECK(b.size(parts) == 0);
+      }
     }
   }
 }
