@@ -8,9 +8,22 @@ set(CONCORD_WITH_NCCL AUTO CACHE STRING "Build the NCCL transport: ON, OFF or AU
 set_property(CACHE CONCORD_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
 set_property(CACHE CONCORD_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
 
+# CONCORD_CUDA_EMULATION: the device path built with the host compiler against the
+# CUDA emulator in tests/cudaemu (a test double of the CUDA runtime and NCCL that
+# runs on the CPU with deferred streams, see docs/GPU.md), so its tests run
+# where there is no GPU. Needs the CUDA headers only; never for production use.
+option(CONCORD_CUDA_EMULATION "Build the device path against the CPU CUDA emulator (tests)" OFF)
+
 set(concord_cuda_request ${CONCORD_WITH_CUDA})
 set(CONCORD_WITH_CUDA OFF)
-if(NOT concord_cuda_request STREQUAL "OFF")
+if(CONCORD_CUDA_EMULATION)
+  if(concord_cuda_request STREQUAL "OFF")
+    message(FATAL_ERROR "CONCORD_CUDA_EMULATION=ON needs CONCORD_WITH_CUDA (AUTO or ON)")
+  endif()
+  find_package(CUDAToolkit REQUIRED)  # headers only: no nvcc, no libcudart
+  set(CONCORD_WITH_CUDA ON)
+  set(CMAKE_CUDA_ARCHITECTURES "emulated")
+elseif(NOT concord_cuda_request STREQUAL "OFF")
   # nvcc is often installed off PATH, in the toolkit's usual place.
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     find_program(concord_nvcc nvcc)
@@ -55,3 +68,28 @@ elseif(concord_nccl_request STREQUAL "ON")
 endif()
 message(STATUS "concord: CUDA device path ${CONCORD_WITH_CUDA} (architectures "
                "${CMAKE_CUDA_ARCHITECTURES}), NCCL transport ${CONCORD_WITH_NCCL}")
+
+# The CUDA runtime to link (CONCORD_CUDART), and concord_cuda_sources(files...),
+# which makes .cu files host-compiled C++ in the emulation build.
+if(CONCORD_CUDA_EMULATION)
+  add_library(concord_cudaemu SHARED ${PROJECT_SOURCE_DIR}/tests/cudaemu/runtime.cpp)
+  target_include_directories(concord_cudaemu PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/tests>)
+  target_include_directories(concord_cudaemu SYSTEM PUBLIC $<BUILD_INTERFACE:${CUDAToolkit_INCLUDE_DIRS}>)
+  target_compile_definitions(concord_cudaemu PUBLIC CONCORD_CUDA_EMULATION=1)
+  set(CONCORD_CUDART concord_cudaemu)
+  # The NCCL stand-in, loaded through CONCORD_NCCL_LIBRARY by the tests.
+  if(CONCORD_WITH_NCCL)
+    add_library(concord_cudaemu_nccl SHARED ${PROJECT_SOURCE_DIR}/tests/cudaemu/nccl.cpp)
+    target_include_directories(concord_cudaemu_nccl PRIVATE ${CONCORD_NCCL_INCLUDE_DIR})
+    target_link_libraries(concord_cudaemu_nccl PRIVATE concord_cudaemu MPI::MPI_C)
+  endif()
+elseif(CONCORD_WITH_CUDA)
+  set(CONCORD_CUDART CUDA::cudart_static)
+endif()
+
+function(concord_cuda_sources)
+  if(CONCORD_CUDA_EMULATION)
+    set_source_files_properties(${ARGN} PROPERTIES LANGUAGE CXX
+      COMPILE_OPTIONS "-xc++;-include;cudaemu/kernel.hpp;-Wno-unknown-pragmas")
+  endif()
+endfunction()

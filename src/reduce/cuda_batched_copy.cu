@@ -196,8 +196,9 @@ std::size_t launch_batch(std::span<const CopyItem> items, std::size_t next,
   if (n == 0) return next;
   batch->first_chunk[n] = chunks;
   batch->count = n;
-  batched_copy_kernel<Scale, kCapacity>
-      <<<grid_blocks(chunks * kThreadsPerBlock), kThreadsPerBlock, 0, stream>>>(*batch);
+  CONCORD_LAUNCH(grid_blocks(chunks * kThreadsPerBlock), kThreadsPerBlock, stream,
+                 batched_copy_kernel<Scale, kCapacity>)
+  (*batch);
   check_launch("batched_copy_kernel", what);
   return next;
 }

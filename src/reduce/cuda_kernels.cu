@@ -186,8 +186,9 @@ void launch_reduce(Op op, void* dst, const void* a, const void* b, std::size_t c
   using T = typename Op::value_type;
   const std::uintptr_t d = address(dst);
   const Layout layout = layout_for<T>(d, (d ^ address(a)) | (d ^ address(b)), count);
-  reduce_kernel<Op><<<grid_blocks(work_of<T>(layout, count)), kThreadsPerBlock, 0, stream>>>(
-      static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, layout, op);
+  CONCORD_LAUNCH(grid_blocks(work_of<T>(layout, count)), kThreadsPerBlock, stream,
+                 reduce_kernel<Op>)
+  (static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, layout, op);
   check_launch("reduce_kernel", what);
 }
 
@@ -208,8 +209,9 @@ void launch_reduce_many(Op op, void* dst, const void* const* srcs, std::size_t n
       sources.p[sources.n++] = static_cast<const T*>(srcs[next++]);
     }
     const Layout layout = layout_for<T>(d, mismatch, count);
-    reduce_many_kernel<Op><<<grid_blocks(work_of<T>(layout, count)), kThreadsPerBlock, 0, stream>>>(
-        static_cast<T*>(dst), sources, count, layout, op);
+    CONCORD_LAUNCH(grid_blocks(work_of<T>(layout, count)), kThreadsPerBlock, stream,
+                   reduce_many_kernel<Op>)
+    (static_cast<T*>(dst), sources, count, layout, op);
     check_launch("reduce_many_kernel", what);
   }
 }
@@ -218,8 +220,8 @@ template <class Op>
 void launch_scale(Op op, void* buf, std::size_t count, CudaStream stream, const std::string& what) {
   using T = typename Op::value_type;
   const Layout layout = layout_for<T>(address(buf), 0, count);
-  scale_kernel<Op><<<grid_blocks(work_of<T>(layout, count)), kThreadsPerBlock, 0, stream>>>(
-      static_cast<T*>(buf), count, layout, op);
+  CONCORD_LAUNCH(grid_blocks(work_of<T>(layout, count)), kThreadsPerBlock, stream, scale_kernel<Op>)
+  (static_cast<T*>(buf), count, layout, op);
   check_launch("scale_kernel", what);
 }
 

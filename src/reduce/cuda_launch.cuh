@@ -11,6 +11,16 @@
 #include <exception>
 #include <string>
 
+// kernel<<<grid, block, 0, stream>>>, written CONCORD_LAUNCH(grid, block, stream,
+// kernel)(args...) so that the CUDA emulator's build (tests/cudaemu/kernel.hpp,
+// force-included there) can turn it into a queued host call.
+#if defined(CONCORD_CUDAEMU_LAUNCH)
+#define CONCORD_LAUNCH(grid, block, stream, ...) \
+  CONCORD_CUDAEMU_LAUNCH(grid, block, stream, __VA_ARGS__)
+#else
+#define CONCORD_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<grid, block, 0, stream>>>
+#endif
+
 namespace concord::detail::cuda {
 
 inline constexpr int kThreadsPerBlock = 256;

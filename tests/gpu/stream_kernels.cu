@@ -1,5 +1,7 @@
 #include "gpu/stream_kernels.hpp"
 
+#include "reduce/cuda_launch.cuh"
+
 namespace concord::test {
 namespace {
 
@@ -29,11 +31,11 @@ __global__ void copy_kernel(float* dst, const float* src, std::size_t n) {
 
 void delayed_fill(float* p, std::size_t n, float value, unsigned long long delay_ns,
                   cudaStream_t stream) {
-  delayed_fill_kernel<<<1, 256, 0, stream>>>(p, n, value, delay_ns);
+  CONCORD_LAUNCH(1, 256, stream, delayed_fill_kernel)(p, n, value, delay_ns);
 }
 
 void copy_floats(float* dst, const float* src, std::size_t n, cudaStream_t stream) {
-  copy_kernel<<<64, 256, 0, stream>>>(dst, src, n);
+  CONCORD_LAUNCH(64, 256, stream, copy_kernel)(dst, src, n);
 }
 
 }  // namespace concord::test

@@ -1,0 +1,35 @@
+// The CUDA emulator's process state, shared by its runtime (runtime.cpp) and the
+// kernel launches of code compiled with kernel.hpp. A test double: it lets the
+// device path run on a machine without a GPU, with the semantics that decide
+// whether that code is right on a real one (see docs/GPU.md, "Emulated runs"):
+//   - streams defer their work: nothing queued on a stream runs until something
+//     waits for it (a stream or event synchronisation, a synchronous copy, a
+//     stream waiting on an event, cudaFree), so a missing synchronisation reads
+//     stale data instead of passing by luck;
+//   - the legacy default stream orders against blocking streams only, never
+//     against non-blocking ones;
+//   - device memory is shareable between processes (memfd), so CUDA IPC works
+//     across ranks, and a handle cannot be opened by the process that made it;
+//   - fresh device memory is filled with 0xCD bytes, not zeros;
+//   - copies are bounds-checked against their allocations.
+// What it cannot see: data races between device threads, device-only code
+// paths, and timing. Kernels run on the host, one thread after another.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include <driver_types.h>
+
+namespace cudaemu {
+
+// Queues `op` on `stream` (nullptr / cudaStreamLegacy: the device's legacy default
+// stream) with the ordering rules above. Sets the thread's last error and returns
+// it when the stream is invalid.
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> op);
+
+// Records a launch-configuration error as the thread's last error (what a
+// failed <<<...>>> launch leaves for cudaGetLastError).
+void set_launch_error(cudaError_t error);
+
+}  // namespace cudaemu

@@ -1,0 +1,840 @@
+// The CUDA runtime calls concord makes, emulated on the host (emulator.hpp says
+// which semantics are kept and why). Linked instead of libcudart in the
+// CONCORD_CUDA_EMULATION build; the declarations are the toolkit's own headers.
+//
+// Environment: CUDAEMU_DEVICES (default 1) devices, all of one "physical" GPU
+// model that every process of the machine sees alike (same UUIDs), so ranks that
+// pick the same ordinal share a GPU as far as concord can tell.
+#include "cudaemu/emulator.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+// The opaque handle types of the CUDA headers, defined by the emulator.
+struct CUstream_st {
+  std::uint64_t id = 0;  // what queued ops and events hold: a destroyed stream is not found
+  int device = 0;
+  bool blocking = true;  // synchronises with the legacy default stream
+  bool legacy = false;
+  std::deque<std::function<void()>> pending;
+  std::uint64_t enqueued = 0;  // ops ever queued
+  std::uint64_t done = 0;      // ops run
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct EventState {
+  std::uint64_t stream = 0;  // id of the stream it was last recorded on (0: never)
+  std::uint64_t seq = 0;     // the op count it waits for
+  bool timing = true;
+  Clock::time_point when{};
+  bool reached = false;
+};
+
+}  // namespace
+
+struct CUevent_st {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+};
+
+namespace {
+
+constexpr std::size_t kAlignment = 256;  // cudaMalloc's guarantee
+constexpr unsigned char kFreshDeviceByte = 0xCD;
+
+enum class Kind { Device, Pinned, Imported };
+
+struct Allocation {
+  std::byte* base = nullptr;         // what the caller got
+  std::size_t bytes = 0;             // what was asked for
+  std::byte* reservation = nullptr;  // the whole mapping, guard pages included
+  std::size_t reserved = 0;
+  Kind kind = Kind::Device;
+  int device = 0;
+  int fd = -1;                 // memfd of device memory (exported through /proc/<pid>/fd/<fd>)
+  std::size_t file_bytes = 0;  // its size; base lies at file offset `offset`
+  std::size_t offset = 0;
+};
+
+// What an IPC handle carries: the owner's memfd, reachable through /proc.
+struct IpcHandle {
+  std::uint64_t magic;
+  std::int32_t pid;
+  std::int32_t fd;
+  std::uint64_t bytes;
+  std::uint64_t file_bytes;
+  std::uint64_t offset;
+  std::int32_t device;
+};
+static_assert(sizeof(IpcHandle) <= CUDA_IPC_HANDLE_SIZE);
+constexpr std::uint64_t kIpcMagic = 0x636f6e636f726431ULL;  // "concord1"
+
+struct State {
+  std::recursive_mutex mutex;
+  std::map<std::uintptr_t, Allocation> allocations;  // by base
+  std::vector<std::unique_ptr<CUstream_st>> legacy;  // one per device
+  std::vector<CUstream_st*> streams;                 // every live stream, legacy included
+  int devices = 1;
+  std::uint64_t next_id = 1;
+
+  void add(CUstream_st* s) {
+    s->id = next_id++;
+    streams.push_back(s);
+  }
+  CUstream_st* by_id(std::uint64_t id) const {
+    for (CUstream_st* s : streams) {
+      if (s->id == id) return s;
+    }
+    return nullptr;  // destroyed, after its work had run
+  }
+};
+
+State& state() {
+  static State* s = [] {
+    auto* st = new State();  // never destroyed: static destructors may still call in
+    if (const char* v = std::getenv("CUDAEMU_DEVICES")) st->devices = std::max(0, std::atoi(v));
+    for (int d = 0; d < st->devices; ++d) {
+      auto legacy = std::make_unique<CUstream_st>();
+      legacy->device = d;
+      legacy->legacy = true;
+      st->add(legacy.get());
+      st->legacy.push_back(std::move(legacy));
+    }
+    return st;
+  }();
+  return *s;
+}
+
+thread_local int current_device = 0;
+thread_local cudaError_t last_error = cudaSuccess;
+
+cudaError_t fail(cudaError_t error) {
+  last_error = error;
+  return error;
+}
+
+// ---- streams --------------------------------------------------------------------
+
+// Runs `stream`'s ops until `upto` of them have run. Ops may run other streams'
+// (event waits); an op is popped before it runs, so re-entry continues in order.
+void run_until(CUstream_st* stream, std::uint64_t upto) {
+  while (stream->done < upto && !stream->pending.empty()) {
+    std::function<void()> op = std::move(stream->pending.front());
+    stream->pending.pop_front();
+    op();
+    ++stream->done;
+  }
+}
+void run_all(CUstream_st* stream) {
+  run_until(stream, stream->enqueued);
+}
+void run_until(std::uint64_t id, std::uint64_t upto) {
+  if (CUstream_st* s = state().by_id(id)) run_until(s, upto);
+}
+
+CUstream_st* resolve(cudaStream_t stream) {
+  State& st = state();
+  if (stream == nullptr || stream == cudaStreamLegacy) {
+    if (current_device >= st.devices) return nullptr;
+    return st.legacy[static_cast<std::size_t>(current_device)].get();
+  }
+  for (CUstream_st* s : st.streams) {
+    if (s == stream) return s;
+  }
+  return nullptr;
+}
+
+void push(CUstream_st* s, std::function<void()> op) {
+  s->pending.push_back(std::move(op));
+  ++s->enqueued;
+}
+
+// The device's legacy stream and its blocking streams: what a synchronous call
+// on the legacy stream waits for.
+void run_legacy_and_blocking(int device) {
+  State& st = state();
+  for (CUstream_st* s : st.streams) {
+    if (s->device == device && (s->blocking || s->legacy)) run_all(s);
+  }
+}
+
+void run_device(int device) {
+  State& st = state();
+  for (CUstream_st* s : st.streams) {
+    if (s->device == device) run_all(s);
+  }
+}
+
+// ---- memory ---------------------------------------------------------------------
+
+std::size_t page_size() {
+  return static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+std::size_t page_round(std::size_t bytes) {
+  const std::size_t page = page_size();
+  return (bytes + page - 1) / page * page;
+}
+
+// Device memory: `file_bytes` of `fd` mapped between two inaccessible guard
+// pages, so a kernel or copy running off either end of an allocation faults
+// (the allocation ends at the upper guard, up to cudaMalloc's 256-byte alignment).
+// Returns the start of the file's mapping, or nullptr.
+std::byte* map_guarded(int fd, std::size_t file_bytes, std::byte** reservation,
+                       std::size_t* reserved) {
+  const std::size_t page = page_size();
+  *reserved = file_bytes + 2 * page;
+  void* r = mmap(nullptr, *reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return nullptr;
+  *reservation = static_cast<std::byte*>(r);
+  void* data =
+      mmap(*reservation + page, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (data == MAP_FAILED) {
+    munmap(r, *reserved);
+    return nullptr;
+  }
+  return static_cast<std::byte*>(data);
+}
+
+// The allocation holding [p, p + bytes), or nullptr when p lies in none; *partial
+// is set when p is inside one but the range runs past its end.
+const Allocation* find(const void* p, std::size_t bytes = 1, bool* partial = nullptr) {
+  State& st = state();
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = st.allocations.upper_bound(a);
+  if (it == st.allocations.begin()) return nullptr;
+  --it;
+  const Allocation& al = it->second;
+  const auto base = reinterpret_cast<std::uintptr_t>(al.base);
+  if (a >= base + std::max<std::size_t>(al.bytes, 1)) return nullptr;
+  if (partial != nullptr) *partial = a + bytes > base + al.bytes;
+  return &al;
+}
+
+// Whether a copy's side may be touched: either no allocation (host memory the
+// emulator does not track) or wholly inside one.
+bool in_bounds(const void* p, std::size_t bytes) {
+  bool partial = false;
+  const Allocation* al = find(p, bytes, &partial);
+  return al == nullptr || !partial;
+}
+
+bool is_device(const void* p) {
+  const Allocation* al = find(p);
+  return al != nullptr && al->kind != Kind::Pinned;
+}
+
+// A copy with cudaMemcpyDefault semantics; the explicit kinds must match the
+// pointers as the real runtime checks them (device where it says device).
+cudaError_t check_copy(void* dst, const void* src, std::size_t count, cudaMemcpyKind kind) {
+  if (count == 0) return cudaSuccess;
+  if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
+  if (!in_bounds(dst, count) || !in_bounds(src, count)) return cudaErrorInvalidValue;
+  const bool dst_dev = is_device(dst);
+  const bool src_dev = is_device(src);
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      if (!dst_dev || src_dev) return cudaErrorInvalidValue;
+      break;
+    case cudaMemcpyDeviceToHost:
+      if (dst_dev || !src_dev) return cudaErrorInvalidValue;
+      break;
+    case cudaMemcpyDeviceToDevice:
+      if (!dst_dev || !src_dev) return cudaErrorInvalidValue;
+      break;
+    case cudaMemcpyHostToHost:
+    case cudaMemcpyDefault:
+      break;
+    default:
+      return cudaErrorInvalidMemcpyDirection;
+  }
+  return cudaSuccess;
+}
+
+// Pageable host memory: a side neither device nor pinned.
+bool pageable(const void* p) {
+  return find(p) == nullptr;
+}
+
+// The copy as a queued op. A pageable host source is read now (the real runtime
+// stages it before returning), so the caller may reuse it at once.
+std::function<void()> copy_op(void* dst, const void* src, std::size_t count) {
+  if (pageable(src) && is_device(dst)) {
+    auto staged = std::make_shared<std::vector<std::byte>>(
+        static_cast<const std::byte*>(src), static_cast<const std::byte*>(src) + count);
+    return [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
+  }
+  return [=] { std::memmove(dst, src, count); };
+}
+
+}  // namespace
+
+namespace cudaemu {
+
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> op) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (s->legacy) {
+    // Legacy work starts after the blocking streams' earlier work.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> before;
+    for (CUstream_st* other : st.streams) {
+      if (other != s && other->device == s->device && other->blocking) {
+        before.emplace_back(other->id, other->enqueued);
+      }
+    }
+    push(s, [before, op = std::move(op)] {
+      for (const auto& [other, upto] : before) run_until(other, upto);
+      op();
+    });
+  } else if (s->blocking) {
+    CUstream_st* legacy = st.legacy[static_cast<std::size_t>(s->device)].get();
+    const std::uint64_t upto = legacy->enqueued;
+    push(s, [legacy, upto, op = std::move(op)] {
+      run_until(legacy, upto);  // legacy streams live as long as the process
+      op();
+    });
+  } else {
+    push(s, std::move(op));
+  }
+  return cudaSuccess;
+}
+
+void set_launch_error(cudaError_t error) {
+  last_error = error;
+}
+
+}  // namespace cudaemu
+
+extern "C" {
+
+// ---- errors ---------------------------------------------------------------------
+
+cudaError_t cudaGetLastError(void) {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+  return last_error;
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorInvalidMemcpyDirection:
+      return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    case cudaErrorNotSupported:
+      return "cudaErrorNotSupported";
+    case cudaErrorDeviceUninitialized:
+      return "cudaErrorDeviceUninitialized";
+    case cudaErrorMapBufferObjectFailed:
+      return "cudaErrorMapBufferObjectFailed";
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected (emulator: CUDAEMU_DEVICES=0)";
+    case cudaErrorDeviceUninitialized:
+      return "invalid device context (emulator: an IPC handle opened by the process that made it)";
+    default:
+      return cudaGetErrorName(error);
+  }
+}
+
+// ---- devices --------------------------------------------------------------------
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  *count = st.devices;
+  if (st.devices == 0) return fail(cudaErrorNoDevice);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return fail(cudaErrorInvalidValue);
+  *device = current_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= state().devices) return fail(cudaErrorInvalidDevice);
+  current_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return fail(cudaErrorInvalidValue);
+  if (device < 0 || device >= state().devices) return fail(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "concord CUDA emulator");
+  std::memset(&prop->uuid, 0, sizeof prop->uuid);
+  std::memcpy(&prop->uuid, "cudaemu-gpu-", 12);
+  prop->uuid.bytes[15] = static_cast<char>(device);
+  prop->multiProcessorCount = 2;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->totalGlobalMem = std::size_t{1} << 34;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (value == nullptr) return fail(cudaErrorInvalidValue);
+  if (device < 0 || device >= state().devices) return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount:
+      *value = 2;
+      return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock:
+      *value = 1024;
+      return cudaSuccess;
+    case cudaDevAttrWarpSize:
+      *value = 32;
+      return cudaSuccess;
+    default:
+      return fail(cudaErrorNotSupported);
+  }
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
+  if (can == nullptr) return fail(cudaErrorInvalidValue);
+  const int n = state().devices;
+  if (device < 0 || device >= n || peer < 0 || peer >= n) return fail(cudaErrorInvalidDevice);
+  *can = device != peer ? 1 : 0;  // as the real call: a device is not its own peer
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  run_device(current_device);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  if (version == nullptr) return fail(cudaErrorInvalidValue);
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (version == nullptr) return fail(cudaErrorInvalidValue);
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+// ---- memory ---------------------------------------------------------------------
+
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return fail(cudaErrorInvalidValue);
+  *ptr = nullptr;
+  if (size == 0) return cudaSuccess;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const std::size_t used = (size + kAlignment - 1) / kAlignment * kAlignment;
+  const std::size_t file_bytes = page_round(used);
+  const int fd = memfd_create("cudaemu-device", MFD_CLOEXEC);
+  if (fd < 0) return fail(cudaErrorMemoryAllocation);
+  Allocation al;
+  std::byte* data = nullptr;
+  if (ftruncate(fd, static_cast<off_t>(file_bytes)) != 0 ||
+      (data = map_guarded(fd, file_bytes, &al.reservation, &al.reserved)) == nullptr) {
+    close(fd);
+    return fail(cudaErrorMemoryAllocation);
+  }
+  std::memset(data, kFreshDeviceByte, file_bytes);
+  al.offset = file_bytes - used;  // the end against the upper guard page
+  al.base = data + al.offset;
+  al.bytes = size;
+  al.kind = Kind::Device;
+  al.device = current_device;
+  al.fd = fd;
+  al.file_bytes = file_bytes;
+  st.allocations[reinterpret_cast<std::uintptr_t>(al.base)] = al;
+  *ptr = al.base;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  auto it = st.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == st.allocations.end() || it->second.kind != Kind::Device) {
+    return fail(cudaErrorInvalidValue);
+  }
+  // cudaFree waits for the device: queued work may still use the memory.
+  for (int d = 0; d < st.devices; ++d) run_device(d);
+  const Allocation al = it->second;
+  st.allocations.erase(it);
+  munmap(al.reservation, al.reserved);
+  close(al.fd);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  if (ptr == nullptr) return fail(cudaErrorInvalidValue);
+  *ptr = nullptr;
+  if (size == 0) return cudaSuccess;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const std::size_t mapped = page_round(size);
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+  Allocation al;
+  al.base = static_cast<std::byte*>(p);
+  al.bytes = size;
+  al.reservation = al.base;
+  al.reserved = mapped;
+  al.kind = Kind::Pinned;
+  al.device = current_device;
+  st.allocations[reinterpret_cast<std::uintptr_t>(p)] = al;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  auto it = st.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == st.allocations.end() || it->second.kind != Kind::Pinned) {
+    return fail(cudaErrorInvalidValue);
+  }
+  for (int d = 0; d < st.devices; ++d) run_device(d);
+  munmap(it->second.reservation, it->second.reserved);
+  st.allocations.erase(it);
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* ptr) {
+  if (attr == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  *attr = cudaPointerAttributes{};
+  const Allocation* al = find(ptr);
+  if (al == nullptr) {
+    attr->type = cudaMemoryTypeUnregistered;
+    attr->device = -2;
+    return cudaSuccess;
+  }
+  attr->device = al->device;
+  if (al->kind == Kind::Pinned) {
+    attr->type = cudaMemoryTypeHost;
+    attr->hostPointer = const_cast<void*>(ptr);
+    attr->devicePointer = const_cast<void*>(ptr);
+  } else {
+    attr->type = cudaMemoryTypeDevice;
+    attr->devicePointer = const_cast<void*>(ptr);
+  }
+  return cudaSuccess;
+}
+
+// Asynchronous in every case the CUDA documentation allows: only the pageable
+// source is staged at once; a copy into pageable host memory "might be
+// synchronous", so code must not rely on it and here it is not.
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  if (const cudaError_t e = check_copy(dst, src, count, kind); e != cudaSuccess) return fail(e);
+  if (count == 0) return cudaSuccess;
+  return cudaemu::enqueue(stream, copy_op(dst, src, count));
+}
+
+// As documented for cudaMemcpy: to host memory it returns once the copy is done;
+// from pageable host memory to the device, once the source is staged (the legacy
+// stream's earlier work done first), the write itself still queued; from pinned
+// memory to the device, once done; device to device, without waiting.
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  if (const cudaError_t e = check_copy(dst, src, count, kind); e != cudaSuccess) return fail(e);
+  if (count == 0) return cudaSuccess;
+  const bool to_device = is_device(dst);
+  if (to_device && pageable(src)) run_legacy_and_blocking(current_device);
+  cudaemu::enqueue(nullptr, copy_op(dst, src, count));
+  if (!to_device || (!pageable(src) && !is_device(src))) run_legacy_and_blocking(current_device);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  if (count == 0) return cudaSuccess;
+  bool partial = false;
+  const Allocation* al = find(ptr, count, &partial);
+  if (al == nullptr || partial || al->kind == Kind::Pinned) return fail(cudaErrorInvalidValue);
+  return cudaemu::enqueue(stream, [=] { std::memset(ptr, value, count); });
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+  // Asynchronous to the host for device memory, like the real one: ordered on the
+  // legacy default stream only.
+  return cudaMemsetAsync(ptr, value, count, nullptr);
+}
+
+// ---- streams and events -----------------------------------------------------------
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  if (stream == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  auto* s = new CUstream_st();  // owned by the handle until cudaStreamDestroy
+  s->device = current_device;
+  s->blocking = (flags & cudaStreamNonBlocking) == 0;
+  st.add(s);
+  *stream = s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr || s->legacy) {
+    return fail(cudaErrorInvalidResourceHandle);
+  }
+  run_all(s);  // queued work still completes
+  std::erase(st.streams, s);
+  delete s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (s->legacy) {
+    run_legacy_and_blocking(s->device);
+  } else {
+    run_all(s);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  // Work runs only when waited for: a query answers "not ready" while any is queued.
+  return s->pending.empty() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (event == nullptr) return fail(cudaErrorInvalidValue);
+  auto* e = new CUevent_st();  // owned by the handle until cudaEventDestroy
+  e->state->timing = (flags & cudaEventDisableTiming) == 0;
+  *event = e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  delete event;  // queued records keep the state alive
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  std::shared_ptr<EventState> es = event->state;
+  es->reached = false;
+  if (const cudaError_t e = cudaemu::enqueue(stream,
+                                             [es] {
+                                               es->when = Clock::now();
+                                               es->reached = true;
+                                             });
+      e != cudaSuccess) {
+    return e;
+  }
+  es->stream = s->id;
+  es->seq = s->enqueued;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const std::shared_ptr<EventState>& es = event->state;
+  if (es->stream != 0) run_until(es->stream, es->seq);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const EventState& es = *event->state;
+  return es.stream == 0 || es.reached ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  if (event == nullptr || flags != 0) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const EventState& es = *event->state;
+  if (es.stream == 0) return cudaSuccess;  // never recorded: nothing to wait for
+  const std::uint64_t source = es.stream;
+  const std::uint64_t upto = es.seq;
+  return cudaemu::enqueue(stream, [source, upto] { run_until(source, upto); });
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr || start == nullptr || end == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const EventState& a = *start->state;
+  const EventState& b = *end->state;
+  if (!a.timing || !b.timing) return fail(cudaErrorInvalidResourceHandle);
+  if (!a.reached || !b.reached) return fail(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(b.when - a.when).count();
+  return cudaSuccess;
+}
+
+// ---- IPC ------------------------------------------------------------------------
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* ptr) {
+  if (handle == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const Allocation* al = find(ptr);
+  if (al == nullptr || al->kind != Kind::Device) return fail(cudaErrorInvalidValue);
+  // The handle names the whole allocation, as the real one does: the importer's
+  // pointer is the allocation's base, whatever pointer was exported.
+  IpcHandle h{
+      kIpcMagic, static_cast<std::int32_t>(getpid()), al->fd, al->bytes, al->file_bytes, al->offset,
+      al->device};
+  std::memset(handle, 0, sizeof *handle);
+  std::memcpy(handle->reserved, &h, sizeof h);
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenMemHandle(void** ptr, cudaIpcMemHandle_t handle, unsigned int /*flags*/) {
+  if (ptr == nullptr) return fail(cudaErrorInvalidValue);
+  IpcHandle h{};
+  std::memcpy(&h, handle.reserved, sizeof h);
+  if (h.magic != kIpcMagic) return fail(cudaErrorInvalidValue);
+  if (h.pid == getpid()) return fail(cudaErrorDeviceUninitialized);  // as CUDA refuses
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return fail(cudaErrorMapBufferObjectFailed);
+  Allocation al;
+  std::byte* data = map_guarded(fd, h.file_bytes, &al.reservation, &al.reserved);
+  close(fd);
+  if (data == nullptr) return fail(cudaErrorMapBufferObjectFailed);
+  al.base = data + h.offset;
+  al.bytes = h.bytes;
+  al.kind = Kind::Imported;
+  al.device = h.device;
+  st.allocations[reinterpret_cast<std::uintptr_t>(al.base)] = al;
+  *ptr = al.base;
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcCloseMemHandle(void* ptr) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  auto it = st.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == st.allocations.end() || it->second.kind != Kind::Imported) {
+    return fail(cudaErrorInvalidValue);
+  }
+  for (int d = 0; d < st.devices; ++d) run_device(d);  // queued work may read it
+  munmap(it->second.reservation, it->second.reserved);
+  st.allocations.erase(it);
+  return cudaSuccess;
+}
+
+}  // extern "C"
+
+// ---- the driver entry point concord fetches -----------------------------------------
+
+namespace {
+
+CUresult emulated_mem_get_address_range(CUdeviceptr* base, std::size_t* bytes, CUdeviceptr ptr) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  const Allocation* al = find(reinterpret_cast<const void*>(ptr));
+  if (al == nullptr || al->kind == Kind::Pinned) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = reinterpret_cast<CUdeviceptr>(al->base);
+  if (bytes != nullptr) *bytes = al->bytes;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn,
+                                                        unsigned int /*version*/,
+                                                        unsigned long long /*flags*/,
+                                                        cudaDriverEntryPointQueryResult* status) {
+  if (symbol == nullptr || fn == nullptr) return fail(cudaErrorInvalidValue);
+  *fn = nullptr;
+  if (std::strcmp(symbol, "cuMemGetAddressRange") == 0) {
+    *fn = reinterpret_cast<void*>(&emulated_mem_get_address_range);
+    if (status != nullptr) *status = cudaDriverEntryPointSuccess;
+    return cudaSuccess;
+  }
+  if (status != nullptr) *status = cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
+}
