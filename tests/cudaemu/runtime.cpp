@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,8 +90,56 @@ struct IpcHandle {
 static_assert(sizeof(IpcHandle) <= CUDA_IPC_HANDLE_SIZE);
 constexpr std::uint64_t kIpcMagic = 0x636f6e636f726431ULL;  // "concord1"
 
+// Device addresses come from a reservation of their own, as with CUDA's unified
+// addressing: an address that was once host memory never becomes device memory
+// (concord's pointer cache relies on that), and freed device ranges are handed
+// out again as device memory only. First fit over the free ranges.
+class DeviceAddressSpace {
+ public:
+  static constexpr std::size_t kBytes = std::size_t{64} << 30;
+
+  DeviceAddressSpace() {
+    void* r = mmap(nullptr, kBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r != MAP_FAILED) free_[reinterpret_cast<std::uintptr_t>(r)] = kBytes;
+  }
+  // `bytes` (a page multiple) of inaccessible addresses, or nullptr.
+  std::byte* take(std::size_t bytes) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      const std::uintptr_t at = it->first;
+      const std::size_t left = it->second - bytes;
+      free_.erase(it);
+      if (left > 0) free_[at + bytes] = left;
+      return reinterpret_cast<std::byte*>(at);
+    }
+    return nullptr;
+  }
+  // Makes [p, p + bytes) inaccessible again (dropping what was mapped there) and free.
+  void give(std::byte* p, std::size_t bytes) {
+    mmap(p, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    auto at = reinterpret_cast<std::uintptr_t>(p);
+    auto next = free_.lower_bound(at);
+    if (next != free_.end() && next->first == at + bytes) {
+      bytes += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == at) {
+        prev->second += bytes;
+        return;
+      }
+    }
+    free_[at] = bytes;
+  }
+
+ private:
+  std::map<std::uintptr_t, std::size_t> free_;  // start -> bytes
+};
+
 struct State {
   std::recursive_mutex mutex;
+  DeviceAddressSpace device_space;
   std::map<std::uintptr_t, Allocation> allocations;  // by base
   std::vector<std::unique_ptr<CUstream_st>> legacy;  // one per device
   std::vector<CUstream_st*> streams;                 // every live stream, legacy included
@@ -203,13 +252,12 @@ std::byte* map_guarded(int fd, std::size_t file_bytes, std::byte** reservation,
                        std::size_t* reserved) {
   const std::size_t page = page_size();
   *reserved = file_bytes + 2 * page;
-  void* r = mmap(nullptr, *reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (r == MAP_FAILED) return nullptr;
-  *reservation = static_cast<std::byte*>(r);
+  *reservation = state().device_space.take(*reserved);
+  if (*reservation == nullptr) return nullptr;
   void* data =
       mmap(*reservation + page, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   if (data == MAP_FAILED) {
-    munmap(r, *reserved);
+    state().device_space.give(*reservation, *reserved);
     return nullptr;
   }
   return static_cast<std::byte*>(data);
@@ -284,6 +332,26 @@ std::function<void()> copy_op(void* dst, const void* src, std::size_t count) {
     return [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
   }
   return [=] { std::memmove(dst, src, count); };
+}
+
+// cudaFree, cudaFreeHost and cudaIpcCloseMemHandle: `ptr` must be the base of an
+// allocation of `kind`. Like the real calls they wait for the device first, since
+// queued work may still use the memory.
+cudaError_t release(void* ptr, Kind kind) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  auto it = st.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == st.allocations.end() || it->second.kind != kind) return fail(cudaErrorInvalidValue);
+  for (int d = 0; d < st.devices; ++d) run_device(d);
+  const Allocation al = it->second;
+  st.allocations.erase(it);
+  if (kind == Kind::Pinned) {
+    munmap(al.reservation, al.reserved);
+  } else {
+    st.device_space.give(al.reservation, al.reserved);
+  }
+  if (al.fd >= 0) close(al.fd);
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -501,20 +569,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
 }
 
 cudaError_t cudaFree(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
-  auto it = st.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == st.allocations.end() || it->second.kind != Kind::Device) {
-    return fail(cudaErrorInvalidValue);
-  }
-  // cudaFree waits for the device: queued work may still use the memory.
-  for (int d = 0; d < st.devices; ++d) run_device(d);
-  const Allocation al = it->second;
-  st.allocations.erase(it);
-  munmap(al.reservation, al.reserved);
-  close(al.fd);
-  return cudaSuccess;
+  return ptr == nullptr ? cudaSuccess : release(ptr, Kind::Device);
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
@@ -539,17 +594,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
-  State& st = state();
-  std::lock_guard lock(st.mutex);
-  auto it = st.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == st.allocations.end() || it->second.kind != Kind::Pinned) {
-    return fail(cudaErrorInvalidValue);
-  }
-  for (int d = 0; d < st.devices; ++d) run_device(d);
-  munmap(it->second.reservation, it->second.reserved);
-  st.allocations.erase(it);
-  return cudaSuccess;
+  return ptr == nullptr ? cudaSuccess : release(ptr, Kind::Pinned);
 }
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* ptr) {
@@ -794,16 +839,7 @@ cudaError_t cudaIpcOpenMemHandle(void** ptr, cudaIpcMemHandle_t handle, unsigned
 }
 
 cudaError_t cudaIpcCloseMemHandle(void* ptr) {
-  State& st = state();
-  std::lock_guard lock(st.mutex);
-  auto it = st.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == st.allocations.end() || it->second.kind != Kind::Imported) {
-    return fail(cudaErrorInvalidValue);
-  }
-  for (int d = 0; d < st.devices; ++d) run_device(d);  // queued work may read it
-  munmap(it->second.reservation, it->second.reserved);
-  st.allocations.erase(it);
-  return cudaSuccess;
+  return release(ptr, Kind::Imported);
 }
 
 }  // extern "C"

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -88,6 +89,18 @@ TEST_CASE("fresh device memory is not zero", "[cudaemu]") {
   Pinned out;
   ok(cudaMemcpy(out.get(), d.get(), kBytes, cudaMemcpyDeviceToHost));
   CHECK(all_equal(out.get(), kBytes, 0xCD));
+}
+
+TEST_CASE("device addresses are never former host addresses", "[cudaemu]") {
+  // As with unified addressing: concord's pointer cache keeps host pages as host.
+  constexpr std::size_t big = std::size_t{1} << 22;  // malloc maps this, free unmaps it
+  void* host = std::malloc(big);
+  REQUIRE(host != nullptr);
+  const auto h = reinterpret_cast<std::uintptr_t>(host);
+  std::free(host);
+  Device d(big);
+  const auto p = reinterpret_cast<std::uintptr_t>(d.get());
+  CHECK((p + big <= h || p >= h + big));
 }
 
 TEST_CASE("the legacy stream orders blocking streams, not non-blocking ones", "[cudaemu]") {
