@@ -48,8 +48,8 @@ Device buffers_device(const char* what, const void* send, const void* recv, std:
     return *options.device;
   }
   if (count == 0) return Device::Cpu;
-  const Device s = detail::classify_pointer(send);
-  const Device r = send == recv ? s : detail::classify_pointer(recv);
+  const Device s = detail::classify_pointer(send, rank);
+  const Device r = send == recv ? s : detail::classify_pointer(recv, rank);
   if (s != r) {
     throw Error(ErrorCode::InvalidArgument, rank,
                 fmt::format("{}: send is {} memory but recv is {} memory; both must be on the "

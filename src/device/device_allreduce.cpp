@@ -211,9 +211,35 @@ DeviceResources& device_resources(const CommunicatorState& state) {
   return *res;
 }
 
-Device classify_pointer(const void* ptr) {
+namespace {
+
+// The cache's answer for `ptr`; for device memory, also a check that it is on the
+// current GPU: kernels run on the current device, and another GPU's memory is
+// reachable only through peer access, so such buffers would fault there.
+PointerInfo lookup_on_current_gpu(const void* ptr, int rank) {
+  PointerInfo info = pointer_cache().lookup(ptr);
+  if (info.device != Device::Cuda) return info;
+  const int current = cuda::current_device();
+  if (info.ordinal != current) {
+    // The cache cannot see frees: the range may have been freed on one GPU and
+    // handed out again on another. Ask the driver before refusing.
+    pointer_cache().forget(ptr);
+    info = pointer_cache().lookup(ptr);
+  }
+  if (info.device == Device::Cuda && info.ordinal != current) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("allreduce: the buffers are on GPU {}, but GPU {} is current on "
+                            "this thread (cudaSetDevice({}) first)",
+                            info.ordinal, current, info.ordinal));
+  }
+  return info;
+}
+
+}  // namespace
+
+Device classify_pointer(const void* ptr, int rank) {
   if (!cuda_available()) return Device::Cpu;
-  return pointer_cache().lookup(ptr).device;
+  return lookup_on_current_gpu(ptr, rank).device;
 }
 
 void allreduce_device(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
@@ -227,23 +253,10 @@ void allreduce_device(const void* send, void* recv, std::size_t count, DataType 
                             "device ({})",
                             why));
   }
-  // Kernels run on the current device; another GPU's memory is reachable only
-  // through peer access, so buffers elsewhere would fault on the device.
-  const int current = cuda::current_device();
-  for (const void* p : {send, static_cast<const void*>(recv)}) {
-    PointerInfo info = pointer_cache().lookup(p);
-    if (info.device == Device::Cuda && info.ordinal != current) {
-      // The cache cannot see frees: the range may have been freed on one GPU and
-      // handed out again on another. Ask the driver before refusing.
-      pointer_cache().forget(p);
-      info = pointer_cache().lookup(p);
-    }
-    if (info.device == Device::Cuda && info.ordinal != current) {
-      throw Error(ErrorCode::InvalidArgument, state.rank,
-                  fmt::format("allreduce: the buffers are on GPU {}, but GPU {} is current on "
-                              "this thread (cudaSetDevice({}) first)",
-                              info.ordinal, current, info.ordinal));
-    }
+  // Without options.device, classify_pointer has checked the buffers' GPU already.
+  if (options.device) {
+    for (const void* p : {send, static_cast<const void*>(recv)})
+      lookup_on_current_gpu(p, state.rank);
   }
   const Topology& topo = state.topology;
   const Config& cfg = config();

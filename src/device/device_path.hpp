@@ -19,7 +19,9 @@ struct Bucket;
 
 // Where `ptr` lies, through the pointer-attribute cache; Device::Cpu without a
 // CUDA build or device. Cheap when no device is present (one cached flag).
-Device classify_pointer(const void* ptr);
+// Device memory of another GPU than the current one: Error(InvalidArgument)
+// labelled with `rank`.
+Device classify_pointer(const void* ptr, int rank);
 
 // The blocking allreduce on device buffers (arguments already validated, the
 // same on every rank, count > 0): CUDA IPC among the ranks of a node (also

@@ -16,7 +16,7 @@ namespace {
 
 }  // namespace
 
-Device classify_pointer(const void*) {
+Device classify_pointer(const void*, int) {
   return Device::Cpu;
 }
 

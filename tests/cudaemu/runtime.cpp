@@ -15,7 +15,6 @@
 
 #include <fcntl.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
