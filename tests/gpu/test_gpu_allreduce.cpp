@@ -55,14 +55,7 @@ TEST_CASE("device allreduce matches a serial reference for every dtype, op and c
     for (ReduceOp op : all_ops()) {
       if (!is_supported(dtype, op)) continue;
       for (std::size_t count : counts_for(ranks)) {
-        std::vector<std::byte> input(count * esize);
-        std::vector<std::byte> expected(count * esize);
-        std::vector<double> exact(count);
-        for (std::size_t i = 0; i < count; ++i) {
-          store(&input[i * esize], dtype, input_value(rank, i, dtype, op));
-          exact[i] = reference_value(ranks, i, dtype, op);
-          if (op != ReduceOp::Avg) store(&expected[i * esize], dtype, exact[i]);
-        }
+        const ReferenceCase ref(rank, ranks, count, dtype, op);
         cuda::DeviceBuffer send(count * esize + 1);
         cuda::DeviceBuffer recv(count * esize + 1);
         for (bool in_place : {false, true}) {
@@ -70,7 +63,7 @@ TEST_CASE("device allreduce matches a serial reference for every dtype, op and c
             INFO("ranks=" << ranks << " dtype=" << to_string(dtype) << " op=" << to_string(op)
                           << " count=" << count << " in_place=" << in_place
                           << " stream=" << on_stream);
-            to_device(send.get(), input);
+            to_device(send.get(), ref.input);
             cuda::check(cudaMemset(recv.get(), 0x5a, count * esize + 1), "cudaMemset");
             settle();
             AllreduceOptions options;  // device left unset: found through the pointer cache
@@ -78,13 +71,8 @@ TEST_CASE("device allreduce matches a serial reference for every dtype, op and c
             void* out = in_place ? send.get() : recv.get();
             allreduce(send.get(), out, count, dtype, op, comm, options);
             const std::vector<std::byte> got = to_host(out, count * esize);
-            if (!in_place) CHECK(to_host(send.get(), count * esize) == input);
-            const std::size_t bad = first_mismatch(got, expected, exact, count, dtype, op);
-            if (bad != count) {
-              INFO("first wrong element " << bad << ": got " << load(&got[bad * esize], dtype)
-                                          << ", expected " << exact[bad]);
-              CHECK(bad == count);
-            }
+            if (!in_place) CHECK(to_host(send.get(), count * esize) == ref.input);
+            CHECK(ref.mismatch(got) == "");
           }
         }
       }

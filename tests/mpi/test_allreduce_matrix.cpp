@@ -50,20 +50,13 @@ TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op a
     for (ReduceOp op : all_ops()) {
       if (!is_supported(dtype, op)) continue;
       for (std::size_t count : counts_for(ranks)) {
-        std::vector<std::byte> input(count * esize);
-        std::vector<std::byte> expected(count * esize);
-        std::vector<double> exact(count);
-        for (std::size_t i = 0; i < count; ++i) {
-          store(&input[i * esize], dtype, input_value(rank, i, dtype, op));
-          exact[i] = reference_value(ranks, i, dtype, op);
-          if (op != ReduceOp::Avg) store(&expected[i * esize], dtype, exact[i]);
-        }
+        const ReferenceCase ref(rank, ranks, count, dtype, op);
         for (const Variant& variant : variants()) {
           for (bool in_place : {false, true}) {
             INFO("ranks=" << ranks << " dtype=" << to_string(dtype) << " op=" << to_string(op)
                           << " count=" << count << " algorithm=" << to_string(variant.algorithm)
                           << " segment=" << variant.ring_segment_bytes << " in_place=" << in_place);
-            std::vector<std::byte> send = input;
+            std::vector<std::byte> send = ref.input;
             std::vector<std::byte> recv(count * esize, std::byte{0x5a});
             AllreduceOptions options;
             options.algorithm = variant.algorithm;
@@ -73,16 +66,9 @@ TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op a
               recv.swap(send);
             } else {
               allreduce(send.data(), recv.data(), count, dtype, op, comm, options);
-              CHECK(send == input);  // the send buffer is left alone
+              CHECK(send == ref.input);  // the send buffer is left alone
             }
-            const std::size_t bad = first_mismatch(recv, expected, exact, count, dtype, op);
-            if (bad != count) {
-              INFO("first wrong element " << bad << ": got " << load(&recv[bad * esize], dtype)
-                                          << ", expected " << exact[bad]);
-              CHECK(bad == count);
-            } else {
-              CHECK(bad == count);
-            }
+            CHECK(ref.mismatch(recv) == "");
           }
         }
       }

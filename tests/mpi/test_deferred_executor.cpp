@@ -75,14 +75,8 @@ void check_against_reference(const Communicator& comm, Algorithm&& algorithm) {
       for (bool in_place : {false, true}) {
         INFO("ranks=" << ranks << " dtype=" << to_string(c.dtype) << " op=" << to_string(c.op)
                       << " count=" << count << " in_place=" << in_place);
-        std::vector<std::byte> send(count * esize);
-        std::vector<std::byte> expected(count * esize);
-        std::vector<double> exact(count);
-        for (std::size_t i = 0; i < count; ++i) {
-          store(&send[i * esize], c.dtype, input_value(rank, i, c.dtype, c.op));
-          exact[i] = reference_value(ranks, i, c.dtype, c.op);
-          store(&expected[i * esize], c.dtype, exact[i]);
-        }
+        const ReferenceCase ref(rank, ranks, count, c.dtype, c.op);
+        std::vector<std::byte> send = ref.input;
         std::vector<std::byte> recv(count * esize, std::byte{0x5a});
         DeferredExecutor exec(c.dtype, c.op);
         const detail::ReduceSpec spec{esize, c.dtype, &exec};
@@ -90,7 +84,7 @@ void check_against_reference(const Communicator& comm, Algorithm&& algorithm) {
         algorithm(exec, spec, c.op, send.data(), out, count);
         exec.fence();  // as the device path does before it returns
         const std::vector<std::byte> got(out, out + count * esize);
-        CHECK(first_mismatch(got, expected, exact, count, c.dtype, c.op) == count);
+        CHECK(ref.mismatch(got) == "");
         CHECK(exec.pending() == 0);
       }
     }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -188,26 +189,60 @@ inline double avg_tolerance(DataType dtype, double expected) {
   }
 }
 
-// Index of the first element that differs from the expectation, or count if none.
-inline std::size_t first_mismatch(const std::vector<std::byte>& got,
-                                  const std::vector<std::byte>& expected,
-                                  const std::vector<double>& exact, std::size_t count,
-                                  DataType dtype, ReduceOp op) {
-  const std::size_t esize = size_of(dtype);
-  if (count == 0) return 0;
-  if (op != ReduceOp::Avg) {
-    if (std::memcmp(got.data(), expected.data(), count * esize) == 0) return count;
+// One cell of a correctness matrix: this rank's input and the serial reference
+// the result must match (bit for bit, or within rounding for Avg).
+struct ReferenceCase {
+  ReferenceCase(int rank, int ranks, std::size_t n, DataType type, ReduceOp reduce_op)
+      : count(n),
+        dtype(type),
+        op(reduce_op),
+        input(n * size_of(type)),
+        expected(n * size_of(type)),
+        exact(n) {
+    const std::size_t esize = size_of(dtype);
     for (std::size_t i = 0; i < count; ++i) {
-      if (std::memcmp(&got[i * esize], &expected[i * esize], esize) != 0) return i;
+      store(&input[i * esize], dtype, input_value(rank, i, dtype, op));
+      exact[i] = reference_value(ranks, i, dtype, op);
+      if (op != ReduceOp::Avg) store(&expected[i * esize], dtype, exact[i]);
+    }
+  }
+
+  // Index of the first element of got that differs from the reference, or count.
+  std::size_t first_mismatch(const std::vector<std::byte>& got) const {
+    const std::size_t esize = size_of(dtype);
+    if (count == 0) return 0;
+    if (op != ReduceOp::Avg) {
+      if (std::memcmp(got.data(), expected.data(), count * esize) == 0) return count;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (std::memcmp(&got[i * esize], &expected[i * esize], esize) != 0) return i;
+      }
+      return count;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const double v = load(&got[i * esize], dtype);
+      if (!(std::fabs(v - exact[i]) <= avg_tolerance(dtype, exact[i]))) return i;
     }
     return count;
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    const double v = load(&got[i * esize], dtype);
-    if (!(std::fabs(v - exact[i]) <= avg_tolerance(dtype, exact[i]))) return i;
+
+  // Empty when got matches; otherwise names the first wrong element, so that a
+  // CHECK(mismatch(got) == "") failure says what went wrong.
+  std::string mismatch(const std::vector<std::byte>& got) const {
+    if (got.size() < count * size_of(dtype)) return "result has too few bytes";
+    const std::size_t bad = first_mismatch(got);
+    if (bad == count) return {};
+    return "first wrong element " + std::to_string(bad) + " of " + std::to_string(count) +
+           ": got " + std::to_string(load(&got[bad * size_of(dtype)], dtype)) + ", expected " +
+           std::to_string(exact[bad]);
   }
-  return count;
-}
+
+  std::size_t count;
+  DataType dtype;
+  ReduceOp op;
+  std::vector<std::byte> input;     // this rank's contribution
+  std::vector<std::byte> expected;  // the reference's bytes (left zero for Avg)
+  std::vector<double> exact;        // the reference's values
+};
 
 inline const std::vector<DataType>& all_dtypes() {
   static const std::vector<DataType> v{DataType::Int8,    DataType::UInt8,   DataType::Int32,
