@@ -22,7 +22,7 @@ struct Measurement {
   double max_us = 0;  // max over ranks of the per-rank mean
   int iterations = 0;
   double busbw_gbps = 0;          // bytes/avg time * 2(p-1)/p, as nccl-tests
-  std::optional<bool> validated;  // with -c: every result matched the reference on every rank
+  std::optional<bool> validated;  // with -c: the checked calls matched the reference on every rank
 };
 
 // Runs the benchmark; calls `on_size` on rank 0 with the measurements of each size

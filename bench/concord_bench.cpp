@@ -47,7 +47,9 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
                  "Warm-up iterations per size (default 100 up to 8 KiB, 10 above)")
       ->check(CLI::Range(0, INT_MAX));
   ar->add_flag("-f,--full", a.o.full_stats, "Print min/max latency and iterations");
-  ar->add_flag("-c,--validate", a.o.validate, "Check every result against a reference");
+  ar->add_flag("-c,--validate", a.o.validate,
+               "Check each implementation's result against a serial reference, in calls "
+               "before and after the timed ones (timing is the same with or without -c)");
   ar->add_option("-T,--type", a.dtype,
                  "int8, uint8, int32, int64, float16, bfloat16, float32, float64")
       ->capture_default_str();
@@ -88,6 +90,13 @@ int run_allreduce(AllreduceArgs& a, int rank) {
   }
   if (o.algorithms.empty() || o.impls.empty())
     throw std::invalid_argument("--algo and --impl need a value");
+  if (o.device == concord::Device::Cuda &&
+      (o.algorithms.size() != 1 || o.algorithms[0] != concord::Algorithm::Auto)) {
+    // Rows named concord:<algo> would all run the same device code.
+    throw std::invalid_argument(
+        "--algo: device buffers take their algorithm from the topology (docs/GPU.md); "
+        "--algo applies to --device cpu only");
+  }
   if (o.max_bytes / concord::size_of(o.dtype) > INT_MAX) {
     throw std::invalid_argument("-m: MAX is more elements than MPI_Allreduce takes (INT_MAX)");
   }

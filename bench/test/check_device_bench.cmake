@@ -1,6 +1,7 @@
-# Runs `concord-bench ... --device cuda`. Without a GPU it must fail cleanly saying
-# so (the test then reports SKIPPED); with one it must succeed, validated.
-#   cmake -DCOMMAND="prog arg..." -P check_device_bench.cmake
+# Runs a GPU benchmark (`concord-bench allreduce --device cuda`, `kernels`). Without
+# a GPU it must fail cleanly saying so (the test then reports SKIPPED); with one it
+# must succeed, print EXPECT (default "Device: GPU") and no failed check.
+#   cmake -DCOMMAND="prog arg..." [-DEXPECT=regex] -P check_device_bench.cmake
 cmake_minimum_required(VERSION 3.25)
 separate_arguments(command UNIX_COMMAND "${COMMAND}")
 execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
@@ -16,7 +17,10 @@ if(all MATCHES "no CUDA device")
   message(STATUS "SKIPPED: no CUDA device\n${all}")
   return()
 endif()
-if(NOT rc EQUAL 0 OR NOT all MATCHES "Device: GPU")
+if(NOT DEFINED EXPECT)
+  set(EXPECT "Device: GPU")
+endif()
+if(NOT rc EQUAL 0 OR NOT all MATCHES "${EXPECT}" OR all MATCHES "FAIL")
   message(FATAL_ERROR "'${COMMAND}' exited ${rc}:\n${all}")
 endif()
 message(STATUS "${all}")

@@ -12,10 +12,12 @@ namespace concord {
 struct AllreduceOptions {
   // Auto picks by message size, rank count and topology from the tuning table
   // (docs/ALGORITHMS.md). CONCORD_ALLREDUCE_ALGORITHM overrides Auto, never an
-  // explicit choice made here.
+  // explicit choice made here. Device buffers take their algorithm from the
+  // topology (docs/GPU.md); this field applies to them only where they are
+  // staged whole through host memory.
   Algorithm algorithm = Algorithm::Auto;
-  // Pipeline segment of the ring algorithm in bytes; 0 takes
-  // CONCORD_RING_SEGMENT_BYTES or the built-in default.
+  // Pipeline segment of the ring algorithm in bytes, 64 B to 1 GiB and the same
+  // on every rank; 0 takes CONCORD_RING_SEGMENT_BYTES or the built-in default.
   std::size_t ring_segment_bytes = 0;
   // Where send and recv lie. Unset: asked of the CUDA driver through concord's
   // pointer-attribute cache (host memory in a build without CUDA). Set it to skip
