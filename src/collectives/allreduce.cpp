@@ -79,6 +79,14 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
                   fmt::format("{}: unknown Algorithm value {}", kWhat,
                               static_cast<int>(options.algorithm)));
     }
+    if (options.ring_segment_bytes != 0 &&
+        (options.ring_segment_bytes < detail::kMinRingSegmentBytes ||
+         options.ring_segment_bytes > detail::kMaxRingSegmentBytes)) {
+      throw Error(ErrorCode::InvalidArgument, rank,
+                  fmt::format("{}: ring_segment_bytes {} is outside {} … {} (0 takes the default)",
+                              kWhat, options.ring_segment_bytes, detail::kMinRingSegmentBytes,
+                              detail::kMaxRingSegmentBytes));
+    }
     device = buffers_device(kWhat, send, recv, count, options, rank);
   } catch (const Error& e) {
     local_error = e;

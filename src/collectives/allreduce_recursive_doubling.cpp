@@ -30,7 +30,13 @@ void allreduce_recursive_doubling(Transport& t, void* buf, std::size_t count,
     for (int mask = 1; mask < group.pof2(); mask <<= 1) {
       int partner = group.real_rank(group.new_rank() ^ mask);
       t.sendrecv(partner, buf, bytes, partner, tmp, bytes, kTagRecursiveDoubling);
-      spec.exec->reduce(buf, buf, tmp, count);
+      // The lower rank's vector first on both sides: the kernels give the same
+      // bits either way except for NaN payloads, where the first operand's wins.
+      if (partner < t.rank()) {
+        spec.exec->reduce(buf, tmp, buf, count);
+      } else {
+        spec.exec->reduce(buf, buf, tmp, count);
+      }
     }
   }
 

@@ -37,7 +37,10 @@ void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec
   const std::size_t esize = spec.elem_size;
   auto* data = static_cast<std::byte*>(buf);
   const BlockPartition blocks(count, static_cast<std::size_t>(p));
-  const std::size_t seg = std::max<std::size_t>(1, segment_bytes / esize);
+  // No segment longer than a block: the scratch below is kDepth segments, and a
+  // large segment for a small message would only allocate memory never used.
+  const std::size_t seg =
+      std::clamp<std::size_t>(segment_bytes / esize, 1, std::max<std::size_t>(1, blocks.largest()));
 
   auto block_at = [p](int k) { return static_cast<std::size_t>(((k % p) + p) % p); };
   auto append_pieces = [&](std::size_t block, int step, std::vector<Piece>& out) {

@@ -60,7 +60,8 @@ Config parse_config(const EnvLookup& lookup) {
   if (auto v = lookup("CONCORD_CHECK_ARGS"))
     config.check_args = parse_bool("CONCORD_CHECK_ARGS", *v);
   if (auto v = lookup("CONCORD_RING_SEGMENT_BYTES"); v && !v->empty()) {
-    config.ring_segment_bytes = parse_unsigned("CONCORD_RING_SEGMENT_BYTES", *v, 64, 1ull << 30);
+    config.ring_segment_bytes = parse_unsigned("CONCORD_RING_SEGMENT_BYTES", *v,
+                                               kMinRingSegmentBytes, kMaxRingSegmentBytes);
   }
   if (auto v = lookup("CONCORD_TUNING_FILE")) config.tuning_file = *v;
   if (auto v = lookup("CONCORD_VIRTUAL_NODES"); v && !v->empty()) {

@@ -11,6 +11,10 @@
 
 namespace concord::detail {
 
+// The range of a ring pipeline segment, from the environment or AllreduceOptions.
+inline constexpr std::size_t kMinRingSegmentBytes = 64;
+inline constexpr std::size_t kMaxRingSegmentBytes = std::size_t{1} << 30;
+
 struct Config {
   // CONCORD_ALLREDUCE_ALGORITHM: replaces Algorithm::Auto (not an explicit choice).
   std::optional<Algorithm> algorithm_override;

@@ -22,11 +22,19 @@ Topology detect_topology(MPI_Comm comm, int virtual_nodes) {
   check_mpi(MPI_Comm_rank(physical.get(), &physical_rank), "MPI_Comm_rank", rank);
   check_mpi(MPI_Comm_size(physical.get(), &physical_size), "MPI_Comm_size", rank);
 
-  if (virtual_nodes > physical_size) {
-    throw Error(ErrorCode::InvalidArgument, rank,
-                fmt::format("CONCORD_VIRTUAL_NODES={} but only {} ranks share this node; "
-                            "each virtual node needs at least one rank",
-                            virtual_nodes, physical_size));
+  if (virtual_nodes > 1) {
+    // Agreed on every rank: a rank on a smaller node must not throw while the
+    // others go on into the split below and wait there for it.
+    int smallest = physical_size;
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &smallest, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce",
+              rank);
+    if (virtual_nodes > smallest) {
+      throw Error(
+          ErrorCode::InvalidArgument, rank,
+          fmt::format("CONCORD_VIRTUAL_NODES={} but only {} ranks share {} node; "
+                      "each virtual node needs at least one rank",
+                      virtual_nodes, smallest, smallest == physical_size ? "this" : "another"));
+    }
   }
   if (virtual_nodes > 1) {
     // Consecutive local ranks per virtual node; uneven splits differ by one rank

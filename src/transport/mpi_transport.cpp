@@ -2,6 +2,10 @@
 
 #include "core/mpi_check.hpp"
 
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
 #include <climits>
 
 #include <sched.h>
@@ -30,8 +34,24 @@ std::size_t MpiTransport::take_slot() {
 }
 
 // MPI 4 large-count calls take any byte count; older MPIs are limited to INT_MAX
-// per message, which the public entry points check before any data moves.
+// per message. The blocking allreduce checks that before any data moves; this
+// check keeps every other caller (the engine's broadcast and allgather) from
+// truncating a count silently.
+void MpiTransport::check_count(std::size_t bytes) const {
+#if MPI_VERSION < 4
+  if (bytes > static_cast<std::size_t>(INT_MAX)) {
+    throw Error(ErrorCode::InvalidArgument, rank_,
+                fmt::format("a message of {} bytes: this MPI (version {}.{}) takes at most {} "
+                            "bytes per message; MPI 4 has no such limit",
+                            bytes, MPI_VERSION, MPI_SUBVERSION, INT_MAX));
+  }
+#else
+  (void)bytes;
+#endif
+}
+
 Request MpiTransport::isend(int peer, const void* buf, std::size_t bytes, int tag) {
+  check_count(bytes);
   std::size_t slot = take_slot();
 #if MPI_VERSION >= 4
   int rc =
@@ -45,6 +65,7 @@ Request MpiTransport::isend(int peer, const void* buf, std::size_t bytes, int ta
 }
 
 Request MpiTransport::irecv(int peer, void* buf, std::size_t bytes, int tag) {
+  check_count(bytes);
   std::size_t slot = take_slot();
 #if MPI_VERSION >= 4
   int rc =

@@ -28,6 +28,7 @@ class MpiTransport final : public Transport {
 
  private:
   std::size_t take_slot();
+  void check_count(std::size_t bytes) const;
 
   MPI_Comm comm_;
   int rank_ = 0;

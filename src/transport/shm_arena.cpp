@@ -131,7 +131,11 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
   if (rank == 0) {
     create_segment(message, segment_bytes(region_bytes, size), mapping);
   }
-  check_mpi(MPI_Bcast(&message, sizeof message, MPI_BYTE, 0, local), "MPI_Bcast", world_rank);
+  const int bcast_rc = MPI_Bcast(&message, sizeof message, MPI_BYTE, 0, local);
+  if (bcast_rc != MPI_SUCCESS && rank == 0 && message.error == 0) {
+    ::shm_unlink(message.name);  // nobody will map it: leave nothing in /dev/shm
+  }
+  check_mpi(bcast_rc, "MPI_Bcast", world_rank);
   region_bytes = message.region_bytes;
   const std::size_t total = segment_bytes(region_bytes, size);
   if (message.error != 0) {

@@ -6,6 +6,7 @@
 
 #include "mpi/test_support.hpp"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -79,6 +80,37 @@ TEST_CASE("allreduce results are bitwise identical on every rank", "[bitwise]") 
           CHECK(bad == 0);
         }
       }
+    }
+  }
+}
+
+// Two NaNs with different payloads: whichever payload the kernels keep, every
+// rank must keep the same one (recursive doubling reduces its pairs in rank order).
+TEST_CASE("NaNs with different payloads on each rank give the same bits everywhere", "[bitwise]") {
+  using namespace concord;
+  Communicator comm = Communicator::world();
+  const int rank = comm.rank();
+  constexpr std::size_t count = 257;
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod}) {
+    for (Algorithm algorithm : test::all_algorithms()) {
+      INFO("op=" << to_string(op) << " algorithm=" << to_string(algorithm));
+      std::vector<std::uint32_t> bits(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        // A quiet NaN whose payload names the rank, on every third element.
+        bits[i] = i % 3 == 0 ? 0x7fc00000u | static_cast<std::uint32_t>(rank + 1 + 16 * i)
+                             : std::bit_cast<std::uint32_t>(static_cast<float>(i % 7) - 3.0f);
+      }
+      std::vector<std::uint32_t> out(count);
+      allreduce(bits.data(), out.data(), count, DataType::Float32, op, comm, {algorithm});
+      std::uint64_t hash = fnv1a(out.data(), out.size() * sizeof(std::uint32_t));
+      std::vector<std::uint64_t> hashes(static_cast<std::size_t>(comm.size()));
+      MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+      for (std::uint64_t h : hashes) CHECK(h == hashes[0]);
+      std::size_t not_nan = 0;
+      for (std::size_t i = 0; i < count; i += 3) {
+        not_nan += std::isnan(std::bit_cast<float>(out[i])) ? 0 : 1;
+      }
+      CHECK(not_nan == 0);
     }
   }
 }

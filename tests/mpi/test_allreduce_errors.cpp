@@ -105,6 +105,24 @@ TEST_CASE("unknown enum values are rejected", "[errors]") {
   expect_still_usable(comm);
 }
 
+TEST_CASE("ring segments outside 64 B to 1 GiB are rejected", "[errors]") {
+  Communicator comm = Communicator::world();
+  std::vector<float> buf(4);
+  for (std::size_t segment :
+       {std::size_t{1}, std::size_t{63}, (std::size_t{1} << 30) + 1, std::size_t{1} << 62}) {
+    INFO("ring_segment_bytes=" << segment);
+    AllreduceOptions options;
+    options.algorithm = Algorithm::Ring;
+    options.ring_segment_bytes = segment;
+    expect_error(
+        [&] {
+          allreduce(buf.data(), buf.data(), 4, DataType::Float32, ReduceOp::Sum, comm, options);
+        },
+        ErrorCode::InvalidArgument, "ring_segment_bytes");
+  }
+  expect_still_usable(comm);
+}
+
 TEST_CASE("device buffers without a usable CUDA device are refused", "[errors]") {
   Communicator comm = Communicator::world();
   std::vector<float> buf(4);

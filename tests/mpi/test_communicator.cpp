@@ -69,3 +69,16 @@ TEST_CASE("copies of a communicator share one duplicate", "[communicator]") {
 TEST_CASE("MPI_COMM_NULL is rejected", "[communicator]") {
   CHECK_THROWS_AS(concord::Communicator(MPI_COMM_NULL), concord::Error);
 }
+
+// Run alone (ctest mpi_np2_too_many_virtual_nodes, CONCORD_VIRTUAL_NODES=3): every
+// rank gets the error, none is left waiting in a split.
+TEST_CASE("more virtual nodes than ranks on a node is an error on every rank",
+          "[.][virtual_nodes_too_many]") {
+  try {
+    concord::Communicator comm(MPI_COMM_WORLD);
+    FAIL("no error with " << std::getenv("CONCORD_VIRTUAL_NODES") << " virtual nodes");
+  } catch (const concord::Error& e) {
+    CHECK(e.code() == concord::ErrorCode::InvalidArgument);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("each virtual node needs at least one rank"));
+  }
+}
