@@ -60,7 +60,8 @@ class Handle {
 
 // Called once, on an engine thread, when the operation completes (before its
 // Handle reports completion): with nullptr on success, or the error. It must not
-// block on handles of the same engine, nor throw.
+// block on handles of the same engine, nor throw, nor destroy the engine; it may
+// call Engine::shutdown() (which then only requests the stop).
 using Completion = std::function<void(const Error* error)>;
 
 struct EngineOptions {
@@ -113,13 +114,17 @@ class Engine {
 
   // Stops the background thread after the current cycle; pending handles fail
   // with ErrorCode::Shutdown. Idempotent; safe when peers are already gone
-  // (gives up on them after a few seconds).
+  // (gives up on them after a few seconds). Also safe from a completion
+  // callback: there (on the engine's own threads) it requests the stop and
+  // returns at once; a later shutdown() from another thread, or the destructor,
+  // waits for the threads to end. Never destroy the engine from a callback.
   void shutdown();
 
   int rank() const;
   int size() const;
 
  private:
+  friend void shutdown_default_engine();
   std::unique_ptr<detail::EngineCore> core_;
 };
 
@@ -127,9 +132,17 @@ class Engine {
 // TensorFlow bindings (so their names meet in one negotiation). Made by the
 // first call, which is collective over the world: call it at the same point on
 // every rank (concord.init() in Python does).
+//
+// The default engine must be shut down before MPI_Finalize. When concord
+// initialised MPI, an exit handler does it before concord finalizes MPI; when
+// the application initialised MPI, call shutdown_default_engine() before its
+// MPI_Finalize.
 Engine& default_engine();
-// Shuts the default engine down (idempotent); default_engine() then throws
-// Error(Shutdown).
+// Shuts the default engine down and waits for its threads (idempotent; safe at
+// exit); default_engine() then throws Error(Shutdown). From one of the default
+// engine's completion callbacks it only requests the stop (see
+// Engine::shutdown); a later call from another thread, or the exit handler,
+// waits for it.
 void shutdown_default_engine();
 
 }  // namespace concord

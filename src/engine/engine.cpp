@@ -12,7 +12,16 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <future>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <unordered_set>
+#include <utility>
 
 namespace concord {
 namespace detail {
@@ -29,6 +38,39 @@ void require_thread_multiple(int rank) {
   }
 }
 
+// The error an operation fails with when the exception `e` escaped it: a
+// concord::Error as it is; an allocation that failed (std::bad_alloc, or
+// std::length_error for a size no container can hold) as SystemError; anything
+// else as Internal. `context` says what failed ("Engine: tensor 'x'").
+Error to_error(const std::exception_ptr& e, int rank, const std::string& context) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& error) {
+    return error;
+  } catch (const std::bad_alloc& error) {
+    return Error(ErrorCode::SystemError, rank,
+                 fmt::format("{}: cannot allocate memory ({})", context, error.what()));
+  } catch (const std::length_error& error) {
+    return Error(ErrorCode::SystemError, rank,
+                 fmt::format("{}: cannot allocate memory ({})", context, error.what()));
+  } catch (const std::exception& error) {
+    return Error(ErrorCode::Internal, rank,
+                 fmt::format("{}: unexpected exception: {}", context, error.what()));
+  } catch (...) {
+    return Error(ErrorCode::Internal, rank, fmt::format("{}: unknown exception", context));
+  }
+}
+
+// Prints why the engine stops; never throws (it runs where an exception would
+// end in std::terminate).
+void report_stop(const std::exception_ptr& e, int rank) noexcept {
+  try {
+    fmt::print(stderr, "{}\nconcord: engine stops\n", to_error(e, rank, "Engine").what());
+  } catch (...) {
+    std::fputs("concord: engine: unexpected exception; the engine stops\n", stderr);
+  }
+}
+
 }  // namespace
 
 EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
@@ -41,17 +83,43 @@ EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
       algorithm_(options.algorithm) {
   const std::string path = options.timeline_path.value_or(config().timeline_path);
   if (!path.empty() && data_.rank() == 0) timeline_ = std::make_unique<Timeline>(path, 0);
-  thread_ = std::jthread([this](std::stop_token stop) { loop(stop); });
+  thread_ = std::jthread([this] {
+    try {
+      loop();
+    } catch (...) {
+      // loop() catches what its cycles throw; this is the last resort against
+      // std::terminate (an allocation failing while it fails the last handles).
+      std::fputs("concord: engine: unexpected exception while stopping\n", stderr);
+    }
+  });
+  engine_thread_id_ = thread_.get_id();
 }
 
 EngineCore::~EngineCore() {
   shutdown();
 }
 
+bool EngineCore::on_engine_thread() const noexcept {
+  const auto me = std::this_thread::get_id();
+  return me == engine_thread_id_.load() || me == packer_.id();
+}
+
 void EngineCore::shutdown() {
-  stop_requested_ = true;
+  {
+    // Under the mutex: the engine thread checks the flag under it before it
+    // sleeps, so it cannot miss this wakeup.
+    std::lock_guard lock(mutex_);
+    stop_requested_ = true;
+  }
   wake_.notify_all();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  // From a completion callback (engine or packer thread) joining would wait for
+  // the callback itself: the stop is requested; the owner joins later.
+  if (on_engine_thread()) return;
+  std::lock_guard join(join_mutex_);
+  if (thread_.joinable()) {
+    thread_.join();
+    engine_thread_id_ = std::thread::id{};  // ids are reused by later threads
+  }
 }
 
 void EngineCore::validate(const Work& w) const {
@@ -71,6 +139,9 @@ void EngineCore::validate(const Work& w) const {
   if (w.tensor.data == nullptr && w.tensor.count > 0) bad("null data with count > 0");
   if (static_cast<unsigned>(w.sig.dtype) > static_cast<unsigned>(DataType::Float64)) {
     bad("unknown DataType");
+  }
+  if (w.tensor.count > std::numeric_limits<std::size_t>::max() / size_of(w.sig.dtype)) {
+    bad(fmt::format("count {} is too large: its size in bytes overflows", w.tensor.count));
   }
   switch (w.sig.kind) {
     case WorkKind::Allreduce:
@@ -123,7 +194,7 @@ std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works)
       }
     }
     for (auto& w : works) {
-      in_flight_.insert(w->name);
+      in_flight_.emplace(w->name, w);
       w->enqueued = Clock::now();
       queue_.push_back(w);
       handles.push_back(Handle(w));
@@ -133,6 +204,7 @@ std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works)
 }
 
 void EngineCore::complete(const std::shared_ptr<Work>& work, std::optional<Error> error) {
+  if (work->claimed.exchange(true)) return;  // completed already
   {
     std::lock_guard lock(mutex_);
     in_flight_.erase(work->name);
@@ -140,7 +212,38 @@ void EngineCore::complete(const std::shared_ptr<Work>& work, std::optional<Error
   work->finish(std::move(error));
 }
 
-void EngineCore::loop(std::stop_token) {
+void EngineCore::loop() {
+  try {
+    cycles();
+  } catch (...) {
+    // The negotiator could not be made, or a cycle failed: the ranks no longer
+    // agree, so this engine stops (its peers stop on their next cycle with it,
+    // or give up on it when they shut down).
+    report_stop(std::current_exception(), data_.rank());
+  }
+  // Fail what is left: whatever was submitted and has not completed.
+  std::vector<std::shared_ptr<Work>> left;
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    queue_.clear();
+    left.reserve(in_flight_.size());
+    for (const auto& [name, w] : in_flight_) left.push_back(w);
+  }
+  for (auto& w : left) {
+    // Every handle must complete, even if formatting its message fails.
+    std::optional<Error> error;
+    try {
+      error.emplace(ErrorCode::Shutdown, data_.rank(),
+                    fmt::format("Engine: tensor '{}': the engine shut down first", w->name));
+    } catch (...) {
+      error.emplace(ErrorCode::Shutdown, data_.rank(), "Engine: the engine shut down first");
+    }
+    complete(w, std::move(error));
+  }
+}
+
+void EngineCore::cycles() {
   Negotiator negotiator(control_.mpi_comm(), control_.rank(), control_.size(), stall_);
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(cycle_time_ms_));
@@ -152,31 +255,29 @@ void EngineCore::loop(std::stop_token) {
       fresh.swap(queue_);
     }
     const bool stopping = stop_requested_;
-    Negotiator::Outcome out;
-    try {
-      // Peers may already be gone when we shut down: do not wait for ever.
-      out = negotiator.cycle(std::move(fresh), stopping, stopping ? 10.0 : 0.0);
-    } catch (const Error& e) {
-      fmt::print(stderr, "{}\nconcord: engine stops\n", e.what());
-      out.shutdown = true;
-    }
+    // Peers may already be gone when we shut down: do not wait for ever. An
+    // exception here ends the cycles (loop() fails the pending handles).
+    Negotiator::Outcome out = negotiator.cycle(std::move(fresh), stopping, stopping ? 10.0 : 0.0);
     for (auto& [w, error] : out.failed) complete(w, error);
-    if (!out.ready.empty()) execute(out.ready, Clock::now());
+    if (!out.ready.empty()) {
+      try {
+        execute(out.ready, Clock::now());
+      } catch (...) {
+        // execute() fails a collective that throws by itself; this is the last
+        // resort for the rest (an allocation failing between collectives).
+        // This rank may now have skipped a collective its peers run, so the
+        // ranks no longer agree on the order: every tensor of the cycle fails,
+        // and the engine stops (loop() fails the rest), rather than go on out
+        // of step. Peers waiting in the skipped collective wait until this
+        // process exits (an unhandled error ends it, and mpiexec the job).
+        const Error error = to_error(std::current_exception(), data_.rank(), "Engine");
+        for (const auto& w : out.ready) complete(w, error);
+        throw;
+      }
+    }
     if (out.shutdown) break;
     std::unique_lock lock(mutex_);
     wake_.wait_until(lock, start + cycle, [&] { return stop_requested_.load(); });
-  }
-
-  std::vector<std::shared_ptr<Work>> left = negotiator.take_pending();
-  {
-    std::lock_guard lock(mutex_);
-    stopped_ = true;
-    left.insert(left.end(), queue_.begin(), queue_.end());
-    queue_.clear();
-  }
-  for (auto& w : left) {
-    complete(w, Error(ErrorCode::Shutdown, data_.rank(),
-                      fmt::format("Engine: tensor '{}': the engine shut down first", w->name)));
   }
 }
 
@@ -202,8 +303,9 @@ void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,
       } else {
         run_allgather(*w);
       }
-    } catch (const Error& e) {
-      complete(w, e);
+    } catch (...) {
+      complete(w, to_error(std::current_exception(), data_.rank(),
+                           fmt::format("Engine: tensor '{}'", w->name)));
       continue;
     }
     if (timeline_) {
@@ -227,12 +329,16 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
     return true;
   });
   if (buckets.empty()) return;
-  const int ranks = data_.size();
   if (!zero_copy_) zero_copy_ = segments_supported(data_, algorithm_);  // same on every rank
   if (*zero_copy_) {
     run_buckets_in_place(buckets, agreed);
-    return;
+  } else {
+    run_buckets_packed(buckets, agreed);
   }
+}
+
+void EngineCore::run_buckets_packed(const std::vector<Bucket>& buckets, Clock::time_point agreed) {
+  const int ranks = data_.size();
   AllreduceOptions options;
   options.algorithm = algorithm_;
 
@@ -240,77 +346,128 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
   // buffer, packed on the packer thread while this thread reduces the previous
   // bucket, and unpacked there while this thread reduces the next.
   auto single = [](const Bucket& b) { return b.works.size() == 1; };
+  const std::size_t n = buckets.size();
+  // What failed, by bucket: its buffer (then it is left out, on every rank alike
+  // when the size is beyond what any rank can hold), its packing, its collective.
+  std::vector<std::optional<Error>> errors(n);
+  std::vector<char> no_buffer(n, 0);
   // Buffers are sized before the pipeline starts: both threads use them.
-  for (std::size_t k = 0; k < buckets.size(); ++k) {
+  for (std::size_t k = 0; k < n; ++k) {
     const std::size_t bytes = buckets[k].count * size_of(buckets[k].dtype);
-    if (!single(buckets[k]) && buffers_[k % 2].size() < bytes) buffers_[k % 2].resize(bytes);
+    if (single(buckets[k]) || buffers_[k % 2].size() >= bytes) continue;
+    try {
+      buffers_[k % 2].resize(bytes);
+    } catch (...) {
+      errors[k] = to_error(std::current_exception(), data_.rank(),
+                           fmt::format("Engine: fusion buffer of {} bytes for {} tensors", bytes,
+                                       buckets[k].works.size()));
+      no_buffer[k] = 1;
+    }
   }
   auto buffer_for = [&](std::size_t k) -> std::byte* {
     const Bucket& b = buckets[k];
     if (single(b)) return static_cast<std::byte*>(b.works[0]->tensor.data);
     return buffers_[k % 2].data();
   };
-  auto prepare = [&](std::size_t k) {
-    return packer_.submit([&, k] {
-      const Bucket& b = buckets[k];
-      const auto begin = Clock::now();
-      if (single(b)) {
-        const Work& w = *b.works[0];
-        if (w.sig.prescale != 1.0) scale(w.tensor.data, w.tensor.count, b.dtype, w.sig.prescale);
-      } else {
-        pack(b, buffer_for(k));
-      }
-      if (timeline_) {
-        for (const auto& w : b.works) {
-          timeline_->span(w->name, "QUEUE", agreed, begin);
-          timeline_->span(w->name, "PACK", begin, Clock::now());
+
+  // The packer's tasks use the locals of this function: whatever happens here,
+  // wait for every task submitted before leaving. (Sized up front: assigning a
+  // future cannot throw, so none is lost.)
+  std::vector<std::future<void>> packed(n);
+  std::vector<std::future<void>> finished(n);
+  struct WaitAll {
+    std::vector<std::future<void>>& a;
+    std::vector<std::future<void>>& b;
+    ~WaitAll() {
+      for (auto* tasks : {&a, &b}) {
+        for (auto& f : *tasks) {
+          if (f.valid()) f.wait();
         }
+      }
+    }
+  } wait_all{packed, finished};
+
+  auto prepare = [&](std::size_t k) {
+    packed[k] = packer_.submit([&, k] {
+      if (no_buffer[k]) return;
+      const Bucket& b = buckets[k];
+      try {
+        const auto begin = Clock::now();
+        if (single(b)) {
+          const Work& w = *b.works[0];
+          if (w.sig.prescale != 1.0) scale(w.tensor.data, w.tensor.count, b.dtype, w.sig.prescale);
+        } else {
+          pack(b, buffer_for(k));
+        }
+        if (timeline_) {
+          for (const auto& w : b.works) {
+            timeline_->span(w->name, "QUEUE", agreed, begin);
+            timeline_->span(w->name, "PACK", begin, Clock::now());
+          }
+        }
+      } catch (...) {
+        // Read by this thread after it waited for this task.
+        errors[k] = to_error(std::current_exception(), data_.rank(), "Engine: packing a bucket");
       }
     });
   };
 
-  std::vector<std::future<void>> finished;
-  std::future<void> packed = prepare(0);
-  for (std::size_t k = 0; k < buckets.size(); ++k) {
+  prepare(0);
+  for (std::size_t k = 0; k < n; ++k) {
     const Bucket& b = buckets[k];
     std::byte* buf = buffer_for(k);
-    packed.wait();
+    packed[k].wait();
     // Bucket k+1 goes to the other buffer, which unpack(k-1) has freed
     // (the packer runs tasks in order).
-    if (k + 1 < buckets.size()) packed = prepare(k + 1);
-    std::optional<Error> error;
+    if (k + 1 < n) prepare(k + 1);
+    std::optional<Error> error = errors[k];
     const auto begin = Clock::now();
-    try {
-      concord::allreduce(buf, buf, b.count, b.dtype, b.op, data_, options);
-    } catch (const Error& e) {
-      error = e;
+    // Even after a local packing error the collective runs, so that every rank
+    // runs the same ones; its result is not unpacked.
+    if (!no_buffer[k]) {
+      try {
+        concord::allreduce(buf, buf, b.count, b.dtype, b.op, data_, options);
+      } catch (...) {
+        if (!error) {
+          error = to_error(std::current_exception(), data_.rank(),
+                           fmt::format("Engine: allreduce of a bucket of {} tensors, {} bytes",
+                                       b.works.size(), b.count * size_of(b.dtype)));
+        }
+      }
     }
     const auto end = Clock::now();
-    finished.push_back(packer_.submit([&, k, buf, error, begin, end] {
+    finished[k] = packer_.submit([&, k, buf, error, begin, end]() mutable {
       const Bucket& bk = buckets[k];
       const auto unpack_begin = Clock::now();
-      if (!error) {
-        if (single(bk)) {
-          const Work& w = *bk.works[0];
-          const double factor = output_scale(w.sig, ranks);
-          if (factor != 1.0) scale(w.tensor.data, w.tensor.count, bk.dtype, factor);
-        } else {
-          unpack(bk, buf, ranks);
+      try {
+        if (!error) {
+          if (single(bk)) {
+            const Work& w = *bk.works[0];
+            const double factor = output_scale(w.sig, ranks);
+            if (factor != 1.0) scale(w.tensor.data, w.tensor.count, bk.dtype, factor);
+          } else {
+            unpack(bk, buf, ranks);
+          }
         }
+      } catch (...) {
+        error = to_error(std::current_exception(), data_.rank(), "Engine: unpacking a bucket");
       }
       const auto unpack_end = Clock::now();
       for (const auto& w : bk.works) {
         if (timeline_) {
-          timeline_->span(w->name, "REDUCE", begin, end,
-                          fmt::format("bucket of {} tensors, {} bytes", bk.works.size(),
-                                      bk.count * size_of(bk.dtype)));
-          timeline_->span(w->name, "UNPACK", unpack_begin, unpack_end);
+          try {
+            timeline_->span(w->name, "REDUCE", begin, end,
+                            fmt::format("bucket of {} tensors, {} bytes", bk.works.size(),
+                                        bk.count * size_of(bk.dtype)));
+            timeline_->span(w->name, "UNPACK", unpack_begin, unpack_end);
+          } catch (...) {
+            // A trace event lost; the tensor still completes.
+          }
         }
         complete(w, error);
       }
-    }));
+    });
   }
-  for (auto& f : finished) f.wait();
 }
 
 // Runs `reduce` for a bucket reduced in one piece, then records QUEUE and REDUCE
@@ -321,8 +478,10 @@ void EngineCore::reduce_bucket(const Bucket& b, Clock::time_point agreed, const 
   std::optional<Error> error;
   try {
     reduce();
-  } catch (const Error& e) {
-    error = e;
+  } catch (...) {
+    error = to_error(std::current_exception(), data_.rank(),
+                     fmt::format("Engine: {}bucket of {} tensors, {} bytes", how, b.works.size(),
+                                 b.count * size_of(b.dtype)));
   }
   const auto end = Clock::now();
   for (const auto& w : b.works) {
@@ -381,11 +540,21 @@ void EngineCore::run_allgather(Work& w) {
   const std::uint64_t mine = w.tensor.count / w.sig.count;
   allgatherv_ring(transport, &mine, dims.data(),
                   std::vector<std::size_t>(ranks, sizeof(std::uint64_t)));
-  const std::size_t row_bytes = w.sig.count * size_of(w.sig.dtype);
+  // Sizes from every rank's rows: the same on every rank, and so is a failure.
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  auto too_large = [&] {
+    return Error(ErrorCode::InvalidArgument, data_.rank(),
+                 fmt::format("Engine: tensor '{}': the gathered size in bytes overflows", w.name));
+  };
+  const std::size_t esize = size_of(w.sig.dtype);
+  if (w.sig.count > kMax / esize) throw too_large();
+  const std::size_t row_bytes = w.sig.count * esize;
   std::vector<std::size_t> block_bytes(ranks);
   std::size_t total = 0;
   for (std::size_t r = 0; r < ranks; ++r) {
+    if (row_bytes != 0 && dims[r] > kMax / row_bytes) throw too_large();
     block_bytes[r] = dims[r] * row_bytes;
+    if (block_bytes[r] > kMax - total) throw too_large();
     total += block_bytes[r];
   }
   std::vector<std::byte> out(total);
@@ -513,8 +682,25 @@ Handle Engine::enqueue_allgather(const std::string& name, TensorView tensor,
 
 namespace {
 std::mutex default_mutex;
-std::unique_ptr<Engine> default_instance;
+// Never destroyed by a static destructor (those run after MPI_Finalize, and
+// possibly on a thread the engine owns): shutdown_default_engine() deletes it,
+// at the latest from the exit handler default_engine() registers.
+Engine* default_instance = nullptr;
 bool default_shut_down = false;
+
+void shutdown_default_engine_at_exit() noexcept {
+  try {
+    // The application finalized MPI itself with the engine still running (it
+    // should have called shutdown_default_engine() first): a shutdown would
+    // talk MPI again, so the engine is left as it is.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    shutdown_default_engine();
+  } catch (...) {
+    // Exiting anyway; an exception here would end in std::terminate.
+  }
+}
 }  // namespace
 
 Engine& default_engine() {
@@ -522,7 +708,15 @@ Engine& default_engine() {
   if (default_shut_down) {
     throw Error(ErrorCode::Shutdown, -1, "default_engine: the engine was shut down");
   }
-  if (!default_instance) default_instance = std::make_unique<Engine>(Communicator::world());
+  if (!default_instance) {
+    auto engine = std::make_unique<Engine>(Communicator::world());
+    // When concord initialised MPI, Communicator::world() has registered
+    // MPI_Finalize to run at exit by now; exit handlers run in reverse order, so
+    // this one shuts the engine down before MPI is finalized.
+    static const bool registered = std::atexit(shutdown_default_engine_at_exit) == 0;
+    (void)registered;
+    default_instance = engine.release();
+  }
   return *default_instance;
 }
 
@@ -531,9 +725,17 @@ void shutdown_default_engine() {
   {
     std::lock_guard lock(default_mutex);
     default_shut_down = true;
-    engine = std::move(default_instance);
+    if (default_instance == nullptr) return;
+    if (default_instance->core_->on_engine_thread()) {
+      // From one of its completion callbacks: it cannot join (or delete) itself.
+      // Stop it now; the next call from another thread (at the latest the exit
+      // handler) joins and deletes it.
+      default_instance->core_->shutdown();
+      return;
+    }
+    engine.reset(std::exchange(default_instance, nullptr));
   }
-  if (engine) engine->shutdown();
+  engine.reset();  // shutdown() and join, outside the lock
 }
 
 void Handle::wait() const {

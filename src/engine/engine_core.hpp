@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 namespace concord::detail {
@@ -29,17 +29,24 @@ class EngineCore {
 
   // Validates and queues `works` atomically (all or none); throws Error.
   std::vector<Handle> submit(std::vector<std::shared_ptr<Work>> works);
+  // Requests the stop and joins the engine thread, except on one of the
+  // engine's own threads (a completion callback), where it only requests it:
+  // a later shutdown() from another thread, or the destructor, joins.
   void shutdown();
+  // True on the engine thread and on the packer thread.
+  bool on_engine_thread() const noexcept;
 
   int rank() const { return data_.rank(); }
   int size() const { return data_.size(); }
 
  private:
   void validate(const Work& work) const;
-  void loop(std::stop_token stop);
+  void loop();    // the engine thread: cycles, then fails what is left
+  void cycles();  // until shutdown or a negotiation failure
   void execute(const std::vector<std::shared_ptr<Work>>& ready, Clock::time_point agreed);
   void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
   void run_buckets_in_place(const std::vector<Bucket>& buckets, Clock::time_point agreed);
+  void run_buckets_packed(const std::vector<Bucket>& buckets, Clock::time_point agreed);
   void reduce_bucket(const Bucket& bucket, Clock::time_point agreed, const char* how,
                      const std::function<void()>& reduce);
   void run_broadcast(Work& work);
@@ -58,12 +65,17 @@ class EngineCore {
   std::vector<std::byte> buffers_[2];  // fusion buffers, kept between cycles
   TaskThread packer_;
 
-  std::mutex mutex_;  // guards queue_, in_flight_, stopped_
+  std::mutex mutex_;  // guards queue_, in_flight_, stopped_; stop_requested_ is set under it
   std::condition_variable wake_;
   std::vector<std::shared_ptr<Work>> queue_;
-  std::unordered_set<std::string> in_flight_;
+  // Every work submitted and not yet completed, wherever it is (queue_, the
+  // negotiator, a bucket): the engine fails what is left here when it stops.
+  std::unordered_map<std::string, std::shared_ptr<Work>> in_flight_;
   bool stopped_ = false;
   std::atomic<bool> stop_requested_{false};
+  std::mutex join_mutex_;  // one shutdown() joins at a time
+  // thread_'s id, which join() resets: on_engine_thread() reads this copy.
+  std::atomic<std::thread::id> engine_thread_id_{};
   std::jthread thread_;  // last: starts once everything above exists
 };
 

@@ -24,7 +24,7 @@ std::vector<Bucket> plan_buckets(const std::vector<std::shared_ptr<Work>>& ready
     const ReduceOp op = effective_op(w->sig.op);
     const bool fits = !buckets.empty() && threshold != 0 && buckets.back().dtype == w->sig.dtype &&
                       buckets.back().op == op && buckets.back().device == w->sig.device &&
-                      bytes + wbytes <= threshold;
+                      bytes <= threshold && wbytes <= threshold - bytes;  // cannot overflow
     if (!fits) {
       buckets.push_back(Bucket{{}, w->sig.dtype, op, w->sig.device, 0});
       bytes = 0;

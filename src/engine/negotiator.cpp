@@ -273,6 +273,7 @@ void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>
 
   // A name someone announced that this rank holds as a cached request (its
   // signature changed elsewhere): announce it too, so the difference shows.
+  // (Work submitted after this cycle is announced by cycle() for the same reason.)
   for (const std::string& name : touched) {
     auto reg = registry_.find(name);
     auto it = pending_.find(name);
@@ -287,7 +288,11 @@ Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, 
   Outcome out;
   for (auto& w : fresh) {
     pending_[w->name] = w;
-    if (!cached_id(*w)) {
+    // Announced by name when it is new or its signature changed here, and also
+    // when some rank has announced it already (registry_, the same on every
+    // rank): that rank waits for everyone's announcement, not for cache bits,
+    // so this one must announce too, or the difference would never show.
+    if (!cached_id(*w) || registry_.contains(w->name)) {
       w->announced = true;
       to_announce_.push_back(w);
     }
@@ -404,14 +409,6 @@ Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, 
     }
   }
   return out;
-}
-
-std::vector<std::shared_ptr<Work>> Negotiator::take_pending() {
-  std::vector<std::shared_ptr<Work>> all;
-  for (auto& [name, w] : pending_) all.push_back(w);
-  pending_.clear();
-  to_announce_.clear();
-  return all;
 }
 
 }  // namespace concord::detail

@@ -3,13 +3,12 @@
 // lockstep with the other ranks over the control communicator.
 //
 // A name is negotiated in full the first time (and whenever its signature
-// changes): ranks exchange (name, signature) records with an allgather, and once
-// every rank has announced a name with equal signatures it gets a cache id, the
-// same on every rank because every rank applies the same records in the same
-// order. From then on a cycle costs one small allreduce of bit vectors: the AND
-// of "ready here" bits says what runs, the OR says what is pending somewhere
-// (for stall detection). Ready work runs in cache-id order, then newly agreed
-// names in the order they were announced, identically on every rank.
+// changes, on this rank or on another that announced it): ranks exchange (name, signature) records
+// with an allgather, and once every rank has announced a name with equal signatures it gets a cache
+// id, the same on every rank because every rank applies the same records in the same order. From
+// then on a cycle costs one small allreduce of bit vectors: the AND of "ready here" bits says what
+// runs, the OR says what is pending somewhere (for stall detection). Ready work runs in cache-id
+// order, then newly agreed names in the order they were announced, identically on every rank.
 #pragma once
 
 #include "engine/work.hpp"
@@ -51,9 +50,6 @@ class Negotiator {
   // the outcome says shutdown.
   Outcome cycle(std::vector<std::shared_ptr<Work>> fresh, bool want_shutdown,
                 double give_up_after_s = 0);
-
-  // Work still waiting for other ranks (failed by the engine on shutdown).
-  std::vector<std::shared_ptr<Work>> take_pending();
 
  private:
   struct Announcement {

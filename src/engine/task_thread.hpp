@@ -16,12 +16,18 @@ class TaskThread {
  public:
   TaskThread() : thread_([this](std::stop_token stop) { run(stop); }) {}
   ~TaskThread() {
-    thread_.request_stop();
+    // The stop is requested under the mutex: the worker checks it under the
+    // mutex before it blocks, so it cannot miss the wakeup.
+    {
+      std::lock_guard lock(mutex_);
+      thread_.request_stop();
+    }
     cv_.notify_all();
   }  // jthread joins; tasks still queued run first
   TaskThread(const TaskThread&) = delete;
   TaskThread& operator=(const TaskThread&) = delete;
 
+  // An exception a task throws is stored in its future.
   std::future<void> submit(std::function<void()> task) {
     std::packaged_task<void()> packaged(std::move(task));
     std::future<void> done = packaged.get_future();
@@ -33,8 +39,11 @@ class TaskThread {
     return done;
   }
 
+  // The worker's id: the engine tells calls from its own tasks by it.
+  std::thread::id id() const noexcept { return thread_.get_id(); }
+
  private:
-  void run(std::stop_token stop) {
+  void run(const std::stop_token& stop) {
     for (;;) {
       std::packaged_task<void()> task;
       {
@@ -44,7 +53,11 @@ class TaskThread {
         task = std::move(tasks_.front());
         tasks_.pop_front();
       }
-      task();
+      try {
+        task();  // the task's own exceptions go to its future
+      } catch (...) {
+        // std::future_error only, which cannot happen here: keep the thread.
+      }
     }
   }
 

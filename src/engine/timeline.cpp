@@ -26,11 +26,10 @@ Timeline::Timeline(const std::string& path, int rank)
                             std::strerror(errno)));
   }
   std::fputs("[\n", file_);
-  nlohmann::json process = {{"name", "process_name"},
-                            {"ph", "M"},
-                            {"pid", rank_},
-                            {"args", {{"name", fmt::format("concord rank {}", rank_)}}}};
-  write_event(process.dump());
+  write_event({{"name", "process_name"},
+               {"ph", "M"},
+               {"pid", rank_},
+               {"args", {{"name", fmt::format("concord rank {}", rank_)}}}});
 }
 
 Timeline::~Timeline() {
@@ -39,36 +38,42 @@ Timeline::~Timeline() {
   std::fclose(file_);
 }
 
-void Timeline::write_event(const std::string& json) {
+void Timeline::write_event(const nlohmann::json& event) {
+  // Names are the user's bytes: invalid UTF-8 is replaced, never thrown on.
+  const std::string text = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!first_) std::fputs(",\n", file_);
   first_ = false;
-  std::fputs(json.c_str(), file_);
+  std::fputs(text.c_str(), file_);
 }
 
 int Timeline::track(const std::string& tensor) {
   auto [it, inserted] = tracks_.try_emplace(tensor, static_cast<int>(tracks_.size()) + 1);
   if (inserted) {
-    nlohmann::json meta = {{"name", "thread_name"},
-                           {"ph", "M"},
-                           {"pid", rank_},
-                           {"tid", it->second},
-                           {"args", {{"name", tensor}}}};
-    write_event(meta.dump());
+    write_event({{"name", "thread_name"},
+                 {"ph", "M"},
+                 {"pid", rank_},
+                 {"tid", it->second},
+                 {"args", {{"name", tensor}}}});
   }
   return it->second;
 }
 
 void Timeline::span(const std::string& tensor, const char* phase, TimePoint begin, TimePoint end,
-                    const std::string& detail) {
-  std::lock_guard lock(mutex_);
-  nlohmann::json event = {{"name", phase},
-                          {"ph", "X"},
-                          {"pid", rank_},
-                          {"tid", track(tensor)},
-                          {"ts", micros(begin - origin_)},
-                          {"dur", micros(end - begin)}};
-  if (!detail.empty()) event["args"] = {{"detail", detail}};
-  write_event(event.dump());
+                    const std::string& detail) noexcept {
+  // Tracing must never change what the engine does: an event that cannot be
+  // written (no memory) is dropped.
+  try {
+    std::lock_guard lock(mutex_);
+    nlohmann::json event = {{"name", phase},
+                            {"ph", "X"},
+                            {"pid", rank_},
+                            {"tid", track(tensor)},
+                            {"ts", micros(begin - origin_)},
+                            {"dur", micros(end - begin)}};
+    if (!detail.empty()) event["args"] = {{"detail", detail}};
+    write_event(event);
+  } catch (...) {
+  }
 }
 
 }  // namespace concord::detail

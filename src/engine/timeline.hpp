@@ -3,6 +3,8 @@
 // its bucket starts), PACK, REDUCE (the collective of its bucket) and UNPACK.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -21,13 +23,14 @@ class Timeline {
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
 
-  // A complete event [begin, end) on the tensor's track. Thread-safe.
+  // A complete event [begin, end) on the tensor's track. Thread-safe; never
+  // throws (an event that cannot be written is dropped).
   void span(const std::string& tensor, const char* phase, TimePoint begin, TimePoint end,
-            const std::string& detail = {});
+            const std::string& detail = {}) noexcept;
 
  private:
   int track(const std::string& tensor);  // with mutex_ held
-  void write_event(const std::string& json);
+  void write_event(const nlohmann::json& event);
 
   std::mutex mutex_;
   std::FILE* file_ = nullptr;

@@ -4,6 +4,7 @@
 #include <concord/engine.hpp>
 #include <concord/error.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -49,6 +50,10 @@ struct Work {
 
   // Completes the work: wakes waiters and runs the completion callback.
   void finish(std::optional<Error> failure);
+
+  // Set by the first EngineCore::complete(): a work completes once, even when a
+  // last-resort error path completes everything that may not have completed.
+  std::atomic<bool> claimed{false};
 
   std::mutex mutex;
   std::condition_variable cv;

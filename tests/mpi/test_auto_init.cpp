@@ -5,6 +5,7 @@
 #include <concord/concord.hpp>
 
 #include <cstdint>
+#include <vector>
 
 TEST_CASE("Communicator::world() initialises MPI when nobody has") {
   int initialized = 1;
@@ -17,4 +18,17 @@ TEST_CASE("Communicator::world() initialises MPI when nobody has") {
   std::int64_t total = 0;
   concord::allreduce(&rank, &total, 1, concord::DataType::Int64, concord::ReduceOp::Sum, comm);
   CHECK(total == std::int64_t{comm.size()} * (comm.size() - 1) / 2);
+}
+
+// Left running on purpose: the process must still exit cleanly (exit code 0),
+// the engine shut down before concord's MPI_Finalize runs. Before, its static
+// destructor ran after MPI_Finalize and the engine thread crashed in MPI.
+TEST_CASE("the default engine left running at exit stops before MPI is finalized") {
+  concord::Communicator comm = concord::Communicator::world();
+  std::vector<float> v(1000, 1.0f);
+  concord::default_engine()
+      .enqueue_allreduce("at-exit", {v.data(), v.size(), concord::DataType::Float32},
+                         concord::ReduceOp::Sum)
+      .wait();
+  CHECK(v[999] == static_cast<float>(comm.size()));
 }

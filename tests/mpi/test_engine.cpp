@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -227,6 +229,78 @@ TEST_CASE("a name with different counts on two ranks fails on every rank", "[eng
   CHECK(u[0] == static_cast<float>(comm.size()));
 }
 
+TEST_CASE("a cached name submitted differently in another cycle fails on every rank",
+          "[engine][errors]") {
+  // Rank 0 changes the count of a cached name; the others keep the cached
+  // signature and submit it in a later (or earlier) cycle. Once this hung: the
+  // late ranks used the cached bit while rank 0 waited for their announcement.
+  Communicator comm = Communicator::world();
+  if (comm.size() < 2) return;
+  EngineOptions options = quick();
+  options.stall_timeout_s = 10;  // a regression fails with Timeout instead of hanging
+  Engine engine(comm, options);
+  const bool changed = comm.rank() == 0;
+  for (const bool changed_first : {true, false}) {
+    INFO((changed_first ? "rank 0 submits first" : "rank 0 submits last"));
+    std::vector<float> v(10, 1.0f);
+    engine.enqueue_allreduce("w", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum).wait();
+    std::vector<float> u(changed ? 12 : 10, 1.0f);
+    // Many cycles apart (a cycle is 0.5 ms).
+    if (changed != changed_first) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Handle h =
+        engine.enqueue_allreduce("w", {u.data(), u.size(), DataType::Float32}, ReduceOp::Sum);
+    try {
+      h.wait();
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Mismatch);
+      using Catch::Matchers::Contains;
+      CHECK_THAT(e.what(), Contains("tensor 'w'") &&
+                               Contains("rank 0: allreduce float32 sum count=12") &&
+                               Contains("rank 1: allreduce float32 sum count=10"));
+    }
+    // The engine goes on, and the cached name still works.
+    std::fill(v.begin(), v.end(), 1.0f);
+    engine.enqueue_allreduce("w", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum).wait();
+    CHECK(v[9] == static_cast<float>(comm.size()));
+  }
+}
+
+TEST_CASE("an allocation that throws fails the handles, not the process", "[engine][errors]") {
+  // Two tensors of 2^62 bytes fused into one bucket need a 2^63-byte fusion
+  // buffer: more than a std::vector can hold, so resizing it throws
+  // std::length_error before allocating anything, on every rank alike. Their
+  // data is never read.
+  Communicator comm = Communicator::world();
+  EngineOptions options = quick();
+  options.algorithm = Algorithm::Ring;  // buckets go through the fusion buffer
+  options.fusion_threshold = std::numeric_limits<std::size_t>::max();
+  Engine engine(comm, options);
+  std::int8_t dummy = 0;
+  const std::size_t huge = std::size_t{1} << 62;
+  auto handles = engine.enqueue_grouped_allreduce(
+      {"huge/a", "huge/b"}, {{&dummy, huge, DataType::Int8}, {&dummy, huge, DataType::Int8}},
+      ReduceOp::Sum);
+  for (auto& h : handles) {
+    try {
+      h.wait();
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::SystemError);
+      CHECK_THAT(e.what(), Catch::Matchers::Contains("cannot allocate"));
+    }
+  }
+  // The engine goes on.
+  std::vector<float> a(10, 1.0f), b(20, 1.0f);
+  auto ok = engine.enqueue_grouped_allreduce(
+      {"small/a", "small/b"},
+      {{a.data(), a.size(), DataType::Float32}, {b.data(), b.size(), DataType::Float32}},
+      ReduceOp::Sum);
+  for (auto& h : ok) h.wait();
+  CHECK(a[0] == static_cast<float>(comm.size()));
+  CHECK(b[19] == static_cast<float>(comm.size()));
+}
+
 TEST_CASE("a name enqueued twice while in flight is an error", "[engine][errors]") {
   Communicator comm = Communicator::world();
   Engine engine(comm, quick());
@@ -340,6 +414,51 @@ TEST_CASE("shutdown fails pending work, is idempotent, and refuses new work", "[
   CHECK_THROWS_AS(
       engine.enqueue_allreduce("late", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum),
       Error);
+}
+
+TEST_CASE("shutdown from a completion callback on either engine thread", "[engine]") {
+  Communicator comm = Communicator::world();
+  // With Ring an allreduce completes on the packer thread (after unpacking), a
+  // broadcast on the engine thread. Neither may wait for itself.
+  for (const bool allreduce : {true, false}) {
+    INFO((allreduce ? "allreduce (packer thread)" : "broadcast (engine thread)"));
+    EngineOptions options = quick();
+    options.algorithm = Algorithm::Ring;
+    Engine engine(comm, options);
+    std::vector<float> v(16, 1.0f);
+    std::atomic<bool> succeeded{false};
+    auto stop = [&](const Error* e) {
+      engine.shutdown();  // requests the stop, returns at once
+      succeeded = e == nullptr;
+    };
+    const TensorView view{v.data(), v.size(), DataType::Float32};
+    Handle h = allreduce ? engine.enqueue_allreduce("s", view, ReduceOp::Sum, 1.0, 1.0, stop)
+                         : engine.enqueue_broadcast("s", view, 0, stop);
+    h.wait();
+    CHECK(succeeded);
+    CHECK(v[0] == (allreduce ? static_cast<float>(comm.size()) : 1.0f));
+    CHECK_THROWS_MATCHES(engine.enqueue_allreduce("late", view, ReduceOp::Sum), Error,
+                         Catch::Matchers::Predicate<Error>(
+                             [](const Error& e) { return e.code() == ErrorCode::Shutdown; }));
+    engine.shutdown();  // from here: joins the engine's threads
+  }
+}
+
+TEST_CASE("the default engine: shut down explicitly, idempotently, before MPI_Finalize",
+          "[engine]") {
+  // mpi_main finalizes MPI itself, so the default engine must be gone first
+  // (when concord initialised MPI, an exit handler shuts it down first).
+  Communicator comm = Communicator::world();
+  Engine& engine = default_engine();
+  std::vector<float> v(8, 1.0f);
+  engine.enqueue_allreduce("default/x", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum)
+      .wait();
+  CHECK(v[0] == static_cast<float>(comm.size()));
+  shutdown_default_engine();
+  shutdown_default_engine();
+  CHECK_THROWS_MATCHES(default_engine(), Error,
+                       Catch::Matchers::Predicate<Error>(
+                           [](const Error& e) { return e.code() == ErrorCode::Shutdown; }));
 }
 
 namespace {
