@@ -37,3 +37,42 @@ def test_double_dash_ends_options():
 def test_bad_usage(argv, message):
     with pytest.raises(SystemExit, match=message):
         build_command(argv)
+
+
+@pytest.mark.parametrize("program, expected", [
+    # interpreter options before the script are kept, in front of the runner
+    (["python3", "-u", "-W", "error", "train.py", "-x"],
+     [sys.executable, "-u", "-W", "error", "-m", "concord.tensorflow.run", "train.py", "-x"]),
+    # a versioned name or a venv's interpreter is recognised; a path is kept
+    (["/venv/bin/python3.11", "train.py"],
+     ["/venv/bin/python3.11", "-m", "concord.tensorflow.run", "train.py"]),
+    (["python3.11", "-X", "dev", "train.py"],
+     ["python3.11", "-X", "dev", "-m", "concord.tensorflow.run", "train.py"]),
+    # python -m pkg.train runs the module through the runner
+    (["python", "-m", "pkg.train", "--epochs", "2"],
+     [sys.executable, "-m", "concord.tensorflow.run", "-m", "pkg.train", "--epochs", "2"]),
+    # -c and non-Python programs run as given
+    (["python3", "-c", "pass"], [sys.executable, "-c", "pass"]),
+    (["./train.sh", "a.py"], ["./train.sh", "a.py"]),
+])
+def test_python_programs_are_recognised(monkeypatch, program, expected):
+    import concord.launcher as launcher
+    monkeypatch.setattr(launcher, "_has_tensorflow", lambda: True)
+    assert build_command(["-np", "2"] + program)[3:] == expected
+
+
+def test_hydra_output_patterns_take_a_value():
+    cmd = build_command(["-np", "2", "-outfile-pattern", "o.%r", "python", "t.py"],
+                        tensorflow=False)
+    assert cmd[3:] == ["-outfile-pattern", "o.%r", sys.executable, "t.py"]
+
+
+def test_runner_takes_a_module(tmp_path, monkeypatch):
+    from concord.tensorflow.run import _parse
+    o = _parse(["--no-seed", "-m", "pkg.train", "--epochs", "2", "-v"])
+    assert (o.module, o.args, o.no_seed, o.script) == ("pkg.train", ["--epochs", "2", "-v"], True,
+                                                        None)
+    o = _parse(["train.py", "-m", "x"])
+    assert (o.module, o.script, o.args) == (None, "train.py", ["-m", "x"])
+    with pytest.raises(SystemExit):
+        _parse(["--no-seed"])

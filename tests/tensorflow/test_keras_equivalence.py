@@ -1,6 +1,8 @@
 """The same unmodified Keras script, trained by one process and by
-`concordrun -np 2`, ends with the same weights and loss history."""
+`concordrun -np 2`, ends with the same weights and loss history; keras_cases.py
+covers the rest of what the launcher must get right (one run of each)."""
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -14,6 +16,7 @@ pytest.importorskip("concord.tensorflow")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "train_keras.py")
+CASES = os.path.join(HERE, "keras_cases.py")
 
 
 def clean_env():
@@ -64,3 +67,170 @@ def test_two_ranks_train_the_same_model(tmp_path, optimizer, data):
             np.testing.assert_allclose(b[key], a[key], rtol=1e-5, err_msg=key)
     for w1, w2 in zip(weights(single), weights(dist)):
         np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-6)
+
+
+# -- keras_cases.py: one process, and concordrun -np 2 ----------------------------
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    single, dist = tmp_path_factory.mktemp("single"), tmp_path_factory.mktemp("dist")
+    run([sys.executable, CASES, str(single)])
+    concordrun = shutil.which("concordrun")
+    assert concordrun, "concordrun is not installed (pip install .)"
+    run([concordrun, "-np", "2", "python", CASES, str(dist)])
+
+    def load(d, rank):
+        with open(d / f"results-{rank}.json") as f:
+            return json.load(f)
+
+    return load(single, 0), [load(dist, 0), load(dist, 1)], dist
+
+
+def assert_same_training(one, ranks, exact=None):
+    """Every rank's weights and history (the keys in `exact`, default all) as
+    one process's, within 1e-5."""
+    for got in ranks:
+        for key, values in one["history"].items():
+            if exact is None or key in exact:
+                np.testing.assert_allclose(got["history"][key], values, rtol=1e-5, err_msg=key)
+        for w1, w2 in zip(one["weights"], got["weights"]):
+            np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-6)
+
+
+def test_unseeded_shuffle_is_the_same_on_every_rank(cases):
+    _, (r0, r1), _ = cases
+    assert sorted(r0["permutation"]) == list(range(64))
+    assert r0["permutation"] == r1["permutation"]
+
+
+def test_shuffled_epochs_partition_the_data_whatever_each_rank_seeds(cases):
+    # Each rank set its own global seed: the ranks must still agree on every
+    # epoch's permutation, so their shares partition the samples; and every
+    # epoch (also of a second fit()) has a new order.
+    one, (r0, r1), _ = cases
+    assert [len(e) for e in one["shuffled_epochs"]] == [40, 40, 40]
+    for e in one["shuffled_epochs"]:
+        assert sorted(e) == list(range(40))
+    # (One process is plain Keras, whose order with a global seed set may repeat
+    # from epoch to epoch; the launcher's shuffle draws a new one every epoch.)
+    for e0, e1 in zip(r0["shuffled_epochs"], r1["shuffled_epochs"]):
+        assert len(e0) == len(e1) == 20
+        assert sorted(e0 + e1) == list(range(40))
+    assert len({tuple(e) for e in r0["shuffled_epochs"]}) == 3, "the same order in two epochs"
+
+
+def test_list_inputs_sample_weights_and_any_validation_data(cases):
+    # fit([x1, x2], y, sample_weight=w) with validation from a tf.data dataset,
+    # a 3-tuple (list x, y, sample weights) and a PyDataset.
+    one, ranks, _ = cases
+    assert len(one["multi_input"]["history"]["val_loss"]) == 3
+    assert_same_training(one["multi_input"], [r["multi_input"] for r in ranks])
+
+
+def test_list_outputs_validation_split_and_a_last_batch_of_one(cases):
+    one, ranks, _ = cases
+    history = one["two_outputs"]["history"]
+    # The weights (the last batch of one sample is shared by both ranks: the
+    # same gradient as in one process) and every validation metric agree; the
+    # epoch's loss counts that sample once per rank, so it only comes close.
+    assert_same_training(one["two_outputs"], [r["two_outputs"] for r in ranks],
+                         exact=[k for k in history if k != "loss"])
+    for r in ranks:
+        np.testing.assert_allclose(r["two_outputs"]["history"]["loss"], history["loss"], rtol=0.05)
+
+
+def shares(n, batch, ranks):
+    """The samples each rank takes: strided within every batch; a batch of k <
+    ranks samples is shared (rank r takes its sample r mod k)."""
+    out = [[] for _ in range(ranks)]
+    for start in range(0, n, batch):
+        k = min(batch, n - start)
+        for r in range(ranks):
+            out[r] += range(start + r % k, start + k, ranks)
+    return out
+
+
+def test_no_rank_gets_an_empty_batch(cases):
+    one, ranks, _ = cases
+    n, batch = len(one["batchnorm"]["y"]), 32
+    assert n % batch == 1  # the last batch: one sample for two ranks
+    steps = -(-n // batch)
+    assert one["batchnorm"]["steps"] == [steps, steps]
+    for r in ranks:
+        bn = r["batchnorm"]
+        assert bn["steps"] == [steps, steps]  # every rank the same steps
+        assert np.isfinite(bn["loss"]).all() and np.isfinite(bn["evaluate"])
+        for v in bn["moving"]:
+            assert np.isfinite(v).all()
+        # Every rank holds the same model (moving statistics averaged)...
+        assert bn["moving"] == ranks[0]["batchnorm"]["moving"]
+        assert bn["prediction"] == ranks[0]["batchnorm"]["prediction"]
+        # ...and evaluate() averages the ranks' means over their shares.
+        loss = (np.array(bn["prediction"]) - np.array(bn["y"])) ** 2
+        expected = np.mean([loss[s].mean() for s in shares(n, batch, 2)])
+        np.testing.assert_allclose(bn["evaluate"], expected, rtol=1e-5)
+        assert bn["checkpoint_matches"]  # ModelCheckpoint's file, complete when fit returns
+
+
+def test_batches_smaller_than_the_ranks_are_an_error(cases):
+    one, ranks, _ = cases
+    assert one["errors"] == {"numpy_batch_1": None, "dataset_batch_1": None}
+    for r in ranks:
+        assert "batch_size 1 is smaller than the number of ranks (2)" in \
+            r["errors"]["numpy_batch_1"]
+        assert "fewer than the number of ranks (2)" in r["errors"]["dataset_batch_1"]
+
+
+def test_a_save_is_complete_on_every_rank_when_it_returns(cases):
+    one, ranks, dist = cases
+    for r in [one] + ranks:  # loaded at once, compiled, the same weights
+        assert r["saved"] == {"Model.save": True, "keras.saving.save_model": True,
+                              "keras.models.save_model": True, "Model.save_weights": True}
+    assert all(r["failed_save_raised"] for r in [one] + ranks)
+    assert sorted(os.listdir(dist)) == sorted(
+        ["Model.save.keras", "keras.saving.save_model.keras", "keras.models.save_model.keras",
+         "model.weights.h5", "bn.weights.h5", "results-0.json", "results-1.json"])
+
+
+def test_backup_and_restore_resumes_every_rank(cases):
+    one, ranks, _ = cases
+    assert len(one["resumed"]["loss"]) == 2  # epochs 2 and 3 of 3
+    for r in ranks:
+        np.testing.assert_allclose(r["resumed"]["loss"], one["resumed"]["loss"], rtol=1e-5)
+        for w1, w2 in zip(one["resumed"]["weights"], r["resumed"]["weights"]):
+            np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-6)
+
+
+# -- the sharding itself, in this process (rank and size given) --------------------
+
+@pytest.mark.parametrize("n,batch,ranks", [(129, 32, 2), (10, 4, 3), (7, 7, 4), (65, 16, 4)])
+def test_shards_cover_every_batch_without_empty_ones(n, batch, ranks):
+    from concord.tensorflow.run import _numpy_dataset, _slice_batches
+    x = np.arange(n, dtype=np.int64)
+    ds = _numpy_dataset([x, x * 10], x, None, batch, None)
+    per_rank = []
+    for r in range(ranks):
+        sharded = _slice_batches(ds, r, ranks)
+        assert int(sharded.cardinality()) == -(-n // batch)  # known, the same everywhere
+        batches = [((a.tolist(), b.tolist()), c.tolist())
+                   for (a, b), c in sharded.as_numpy_iterator()]
+        assert all(len(c) > 0 for _, c in batches)
+        assert all(a == c and b == [10 * i for i in c] for (a, b), c in batches)
+        per_rank.append([i for _, c in batches for i in c])
+    assert per_rank == [list(s) for s in shares(n, batch, ranks)]
+    assert sorted(set().union(*per_rank)) == list(range(n))
+
+
+def test_validation_split_is_keras_own():
+    from keras.src.trainers.data_adapters.array_slicing import train_validation_split
+
+    from concord.tensorflow.run import _split_arrays
+    x, y = np.arange(71.0).reshape(71, 1), [np.arange(71.0), np.arange(71.0) * 2]
+    for split in (0.3, 0.25, 0.5):
+        mine = _split_arrays((x, y, None), split)
+        theirs = train_validation_split((x, y, None), validation_split=split)
+        for m, t in zip(mine, theirs):
+            np.testing.assert_array_equal(m[0], t[0])
+            for a, b in zip(m[1], t[1]):
+                np.testing.assert_array_equal(a, b)
+            assert m[2] is None and t[2] is None

@@ -185,8 +185,16 @@ def grouped_allreduce(arrays: Sequence, op: str = "sum",
     handles = _concord.enqueue_grouped_allreduce(
         list(names), [_address(r) for r in results], [r.size for r in results],
         [_dtype_name(r) for r in results], _check_op(op))
+    # Every handle is waited for before an error is raised: the engine writes
+    # into `results` until each completes, so none may be freed before.
+    first_error = None
     for h in handles:
-        h.wait()
+        try:
+            h.wait()
+        except Exception as e:  # noqa: BLE001
+            first_error = first_error or e
+    if first_error is not None:
+        raise first_error
     return results
 
 

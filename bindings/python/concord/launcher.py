@@ -11,6 +11,7 @@ Options other than -np/-n are passed to mpiexec unchanged (put them before the
 program, or end them with --). The MPI launcher is `mpiexec.mpich` (override with CONCORD_MPIEXEC).
 """
 import os
+import re
 import shutil
 import sys
 
@@ -19,12 +20,39 @@ import sys
 _VALUED = {"-genv": 2, "-env": 2, "-host": 1, "-hosts": 1, "-f": 1, "-hostfile": 1,
            "-machinefile": 1, "-ppn": 1, "-bind-to": 1, "-map-by": 1, "-genvlist": 1,
            "-envlist": 1, "-wdir": 1, "-launcher": 1, "-iface": 1, "-configfile": 1,
-           "-rmk": 1, "-demux": 1}
+           "-rmk": 1, "-demux": 1, "-outfile-pattern": 1, "-errfile-pattern": 1,
+           "-prepend-pattern": 1, "-bootstrap": 1, "-bootstrap-exec": 1, "-rankmap": 1,
+           "-gpus-per-proc": 1, "-usize": 1, "-nameserver": 1, "-localhost": 1,
+           "-topolib": 1, "-binding": 1}
+
+# A Python interpreter, by its file name: python, python3, python3.11, /venv/bin/python.
+_PYTHON = re.compile(r"python[0-9.]*$")
+# Interpreter options that take a value (python -W error -X dev script.py).
+_PYTHON_VALUED = ("-W", "-X")
 
 
 def _has_tensorflow():
     import importlib.util
     return importlib.util.find_spec("tensorflow") is not None
+
+
+def _python_program(program, tensorflow):
+    """A Python program line, its script (or -m module) run through
+    concord.tensorflow.run when TensorFlow is installed."""
+    # Plain "python" means this interpreter, so the ranks see the same packages;
+    # a path (a venv's python) is kept.
+    interpreter = sys.executable if program[0] in ("python", "python3") else program[0]
+    flags = []
+    i = 1
+    while i < len(program) and program[i].startswith("-") and program[i] not in ("-", "-c", "-m"):
+        n = 2 if program[i] in _PYTHON_VALUED else 1
+        flags.extend(program[i:i + n])
+        i += n
+    rest = program[i:]
+    if tensorflow and rest and rest[0] != "-c" and rest[0] != "-" and _has_tensorflow():
+        # concord.tensorflow.run patches Keras, then runs the script or module.
+        return [interpreter] + flags + ["-m", "concord.tensorflow.run"] + rest
+    return [interpreter] + flags + rest
 
 
 def build_command(argv, tensorflow=True):
@@ -65,14 +93,8 @@ def build_command(argv, tensorflow=True):
     mpiexec = os.environ.get("CONCORD_MPIEXEC", "mpiexec.mpich")
     if shutil.which(mpiexec) is None:
         raise SystemExit(f"concordrun: {mpiexec} not found; install MPICH (apt-get install mpich)")
-    # Plain "python" means this interpreter, so the ranks see the same packages.
-    if program[0] in ("python", "python3"):
-        program = [sys.executable] + program[1:]
-    # A Python script (not -m/-c) runs user-transparent data-parallel when
-    # TensorFlow is installed: concord.tensorflow.run patches Keras, then runs it.
-    if (tensorflow and program[0] == sys.executable and len(program) > 1
-            and not program[1].startswith("-") and _has_tensorflow()):
-        program = [sys.executable, "-m", "concord.tensorflow.run"] + program[1:]
+    if _PYTHON.match(os.path.basename(program[0])):
+        program = _python_program(program, tensorflow)
     return [mpiexec, "-n", ranks] + mpi_args + program
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 from typing import List, Optional, Sequence
 
@@ -212,6 +213,27 @@ class BroadcastInitialWeights(_keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         if self._done:
             return
+        model = self.model
+        layers = (list(model._flatten_layers()) if hasattr(model, "_flatten_layers")
+                  else [model])
+        if not all(layer.built for layer in layers):
+            # Keras builds this model (a subclassed one, say) in its first step:
+            # its variables do not exist yet, and an optimizer built now would
+            # know none of them. Broadcast once that step has built them.
+            self._after_first_step = True
+            if rank() == 0:
+                print("concord: the model is built by its first training step; its weights are "
+                      "broadcast after that step (build the model before fit() to broadcast "
+                      "before it)", file=sys.stderr, flush=True)
+            return
+        self._broadcast()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if getattr(self, "_after_first_step", False) and not self._done:
+            self._after_first_step = False
+            self._broadcast()
+
+    def _broadcast(self):
         model = self.model
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
