@@ -311,6 +311,7 @@ std::vector<Measurement> run_allreduce_bench(
       m.min_us = lo;
       m.max_us = hi;
       m.iterations = iterations;
+      m.warmup = warmup;
       m.busbw_gbps =
           p > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 * (p - 1) / p / 1e9 : 0.0;
       if (o.validate) m.validated = all_valid != 0;

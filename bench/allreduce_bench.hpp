@@ -21,6 +21,7 @@ struct Measurement {
   double min_us = 0;  // min over ranks of the per-rank mean
   double max_us = 0;  // max over ranks of the per-rank mean
   int iterations = 0;
+  int warmup = 0;                 // untimed calls per implementation before the rounds
   double busbw_gbps = 0;          // bytes/avg time * 2(p-1)/p, as nccl-tests
   std::optional<bool> validated;  // with -c: the checked calls matched the reference on every rank
 };

@@ -1,6 +1,10 @@
 #include "bench_report.hpp"
 
+#include <concord/version.hpp>
+
 #include <fmt/format.h>
+#include <mpi.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -80,9 +84,27 @@ void print_rows(const AllreduceOptions& o, const std::vector<Measurement>& row) 
   std::fflush(stdout);
 }
 
+namespace {
+
+// Where a record was measured, so that a JSON file can be traced without the
+// shell history: host, MPI library and concord version.
+nlohmann::json provenance() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  char library[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(library, &length);
+  std::string mpi(library, static_cast<std::size_t>(std::max(length, 0)));
+  mpi = mpi.substr(0, mpi.find('\n'));  // the first line names library and version
+  return {{"host", host}, {"mpi_library", mpi}, {"concord_version", CONCORD_VERSION_STRING}};
+}
+
+}  // namespace
+
 void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
                 const std::vector<Measurement>& all) {
   nlohmann::json records = nlohmann::json::array();
+  const nlohmann::json where = provenance();
   for (const Measurement& m : all) {
     records.push_back(
         {{"impl", m.impl},
@@ -96,8 +118,13 @@ void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
          {"min_us", m.min_us},
          {"max_us", m.max_us},
          {"iterations", m.iterations},
+         {"warmup", m.warmup},
          {"busbw_gbps", m.busbw_gbps},
-         {"validated", m.validated ? nlohmann::json(*m.validated) : nlohmann::json()}});
+         {"validated", m.validated ? nlohmann::json(*m.validated) : nlohmann::json()},
+         {"device", o.device == Device::Cuda ? "cuda" : "cpu"},
+         {"host", where["host"]},
+         {"mpi_library", where["mpi_library"]},
+         {"concord_version", where["concord_version"]}});
   }
   std::ofstream out(path);
   if (!out) throw std::runtime_error("--json: cannot write " + path);
