@@ -97,12 +97,14 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
   const Algorithm algorithm =
       local_error ? Algorithm::Auto
                   : detail::resolve_algorithm(options.algorithm, bytes, size, share_a_node);
+  const std::size_t segment =
+      options.ring_segment_bytes != 0 ? options.ring_segment_bytes : config.ring_segment_bytes;
   if (config.check_args) {
-    detail::check_agreement(
-        kWhat,
-        {count, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(op),
-         static_cast<std::int64_t>(algorithm), static_cast<std::int64_t>(device)},
-        !local_error, comm);
+    detail::check_agreement(kWhat,
+                            {count, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(op),
+                             static_cast<std::int64_t>(algorithm),
+                             static_cast<std::int64_t>(device), static_cast<std::int64_t>(segment)},
+                            !local_error, comm);
   }
   if (local_error) throw *local_error;
   if (count == 0) return;
@@ -118,8 +120,6 @@ void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, 
 
   detail::HostExecutor exec(dtype, op);
   const detail::ReduceSpec spec{size_of(dtype), dtype, &exec};
-  const std::size_t segment =
-      options.ring_segment_bytes != 0 ? options.ring_segment_bytes : config.ring_segment_bytes;
   bool done = false;
   if (algorithm == Algorithm::Hierarchical && share_a_node) {
     const detail::CommunicatorState& state = comm.state();

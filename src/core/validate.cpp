@@ -23,10 +23,11 @@ bool known(ReduceOp op) {
 }
 
 std::string describe(const CallSignature& s) {
-  return fmt::format(
-      "count={}, dtype={}, op={}, algorithm={}, device={}", s.count,
-      to_string(static_cast<DataType>(s.dtype)), to_string(static_cast<ReduceOp>(s.op)),
-      to_string(static_cast<Algorithm>(s.algorithm)), to_string(static_cast<Device>(s.device)));
+  return fmt::format("count={}, dtype={}, op={}, algorithm={}, device={}, ring_segment_bytes={}",
+                     s.count, to_string(static_cast<DataType>(s.dtype)),
+                     to_string(static_cast<ReduceOp>(s.op)),
+                     to_string(static_cast<Algorithm>(s.algorithm)),
+                     to_string(static_cast<Device>(s.device)), s.ring_segment_bytes);
 }
 
 }  // namespace
@@ -72,12 +73,13 @@ void validate_buffers(const char* what, const void* send, const void* recv, std:
 void check_agreement(const char* what, const CallSignature& mine, bool locally_valid,
                      const Communicator& comm) {
   const int size = comm.size();
-  constexpr int kFields = 6;
+  constexpr int kFields = 7;
   const std::int64_t row[kFields] = {static_cast<std::int64_t>(mine.count),
                                      mine.dtype,
                                      mine.op,
                                      mine.algorithm,
                                      mine.device,
+                                     mine.ring_segment_bytes,
                                      locally_valid ? 1 : 0};
   std::vector<std::int64_t> all(static_cast<std::size_t>(kFields * size));
   check_mpi(
@@ -85,7 +87,7 @@ void check_agreement(const char* what, const CallSignature& mine, bool locally_v
       "MPI_Allgather", comm.rank());
   auto signature_of = [&](int r) {
     const std::int64_t* v = &all[static_cast<std::size_t>(kFields * r)];
-    return CallSignature{static_cast<std::uint64_t>(v[0]), v[1], v[2], v[3], v[4]};
+    return CallSignature{static_cast<std::uint64_t>(v[0]), v[1], v[2], v[3], v[4], v[5]};
   };
   std::vector<int> failed;
   for (int r = 0; r < size; ++r) {
@@ -103,7 +105,8 @@ void check_agreement(const char* what, const CallSignature& mine, bool locally_v
     const CallSignature other = signature_of(r);
     if (other.count != reference.count || other.dtype != reference.dtype ||
         other.op != reference.op || other.algorithm != reference.algorithm ||
-        other.device != reference.device) {
+        other.device != reference.device ||
+        other.ring_segment_bytes != reference.ring_segment_bytes) {
       throw Error(ErrorCode::Mismatch, comm.rank(),
                   fmt::format("{}: ranks disagree: rank {} passed {}, but rank 0 passed {}", what,
                               r, describe(other), describe(reference)));

@@ -17,6 +17,8 @@ struct CallSignature {
   std::int64_t op;
   std::int64_t algorithm;   // as resolved, so ranks disagreeing on configuration are caught too
   std::int64_t device = 0;  // Device: host and device buffers cannot meet in one collective
+  std::int64_t ring_segment_bytes = 0;  // as resolved: ranks cutting ring pieces differently
+                                        // would post receives of the wrong sizes
 };
 
 // Throws Error(InvalidArgument) for null buffers with count > 0, unknown enum

@@ -184,6 +184,16 @@ TEST_CASE("CONCORD_CHECK_ARGS names the rank whose arguments differ", "[.][check
     expect_error([&] { allreduce(buf.data(), buf.data(), 8, DataType::Float32, op, comm); },
                  ErrorCode::Mismatch, "op=max");
   }
+  SECTION("a different ring segment") {
+    AllreduceOptions options;
+    options.algorithm = Algorithm::Ring;
+    options.ring_segment_bytes = comm.rank() == odd_rank ? 128 : 4096;
+    expect_error(
+        [&] {
+          allreduce(buf.data(), buf.data(), 16, DataType::Float32, ReduceOp::Sum, comm, options);
+        },
+        ErrorCode::Mismatch, "ring_segment_bytes=128");
+  }
   SECTION("one rank with a bad buffer") {
     void* send = comm.rank() == odd_rank ? nullptr : buf.data();
     if (comm.rank() == odd_rank) {
