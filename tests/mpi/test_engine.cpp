@@ -75,6 +75,21 @@ void check_sum(const Tensor& t, int ranks, int index) {
   }
 }
 
+// Waits for `h`, which must fail with Mismatch; the message names the tensor
+// and each rank's signature.
+void expect_mismatch(const Handle& h, const std::string& tensor, const std::string& rank0,
+                     const std::string& rank1) {
+  try {
+    h.wait();
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Mismatch);
+    using Catch::Matchers::Contains;
+    CHECK_THAT(e.what(),
+               Contains(tensor) && Contains("rank 0: " + rank0) && Contains("rank 1: " + rank1));
+  }
+}
+
 EngineOptions quick() {
   EngineOptions o;
   o.cycle_time_ms = 0.5;
@@ -212,17 +227,9 @@ TEST_CASE("a name with different counts on two ranks fails on every rank", "[eng
   if (comm.size() < 2) return;
   Engine engine(comm, quick());
   std::vector<float> v(comm.rank() == 1 ? 12 : 10, 1.0f);
-  Handle h =
-      engine.enqueue_allreduce("grad/w", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum);
-  try {
-    h.wait();
-    FAIL("no error");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::Mismatch);
-    using Catch::Matchers::Contains;
-    CHECK_THAT(e.what(), Contains("grad/w") && Contains("rank 0: allreduce float32 sum count=10") &&
-                             Contains("rank 1: allreduce float32 sum count=12"));
-  }
+  expect_mismatch(
+      engine.enqueue_allreduce("grad/w", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum),
+      "grad/w", "allreduce float32 sum count=10", "allreduce float32 sum count=12");
   // The engine goes on working, and the name can be used again.
   std::vector<float> u(4, 1.0f);
   engine.enqueue_allreduce("grad/w", {u.data(), u.size(), DataType::Float32}, ReduceOp::Sum).wait();
@@ -247,18 +254,9 @@ TEST_CASE("a cached name submitted differently in another cycle fails on every r
     std::vector<float> u(changed ? 12 : 10, 1.0f);
     // Many cycles apart (a cycle is 0.5 ms).
     if (changed != changed_first) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    Handle h =
-        engine.enqueue_allreduce("w", {u.data(), u.size(), DataType::Float32}, ReduceOp::Sum);
-    try {
-      h.wait();
-      FAIL("no error");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::Mismatch);
-      using Catch::Matchers::Contains;
-      CHECK_THAT(e.what(), Contains("tensor 'w'") &&
-                               Contains("rank 0: allreduce float32 sum count=12") &&
-                               Contains("rank 1: allreduce float32 sum count=10"));
-    }
+    expect_mismatch(
+        engine.enqueue_allreduce("w", {u.data(), u.size(), DataType::Float32}, ReduceOp::Sum),
+        "tensor 'w'", "allreduce float32 sum count=12", "allreduce float32 sum count=10");
     // The engine goes on, and the cached name still works.
     std::fill(v.begin(), v.end(), 1.0f);
     engine.enqueue_allreduce("w", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum).wait();
