@@ -119,6 +119,19 @@ def test_shuffled_epochs_partition_the_data_whatever_each_rank_seeds(cases):
     assert len({tuple(e) for e in r0["shuffled_epochs"]}) == 3, "the same order in two epochs"
 
 
+def test_a_rank_that_stops_early_ends_in_a_timeout_not_a_hang():
+    concordrun = shutil.which("concordrun")
+    assert concordrun, "concordrun is not installed (pip install .)"
+    env = dict(os.environ, CONCORD_STALL_TIMEOUT_S="5", CONCORD_STALL_WARNING_S="2")
+    script = os.path.join(os.path.dirname(__file__), "stall_case.py")
+    p = subprocess.run([concordrun, "-np", "2", "python", script], env=env, capture_output=True,
+                       text=True, timeout=240)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "fit returned" not in out, out
+    assert "have not submitted" in out or "did not submit" in out, out
+
+
 def test_list_inputs_sample_weights_and_any_validation_data(cases):
     # fit([x1, x2], y, sample_weight=w) with validation from a tf.data dataset,
     # a 3-tuple (list x, y, sample weights) and a PyDataset.

@@ -257,7 +257,9 @@ def _average_logs(logs, prefix):
     import numpy as np
     keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0)
     values = np.array([float(logs[k]) for k in keys], dtype=np.float64)
-    averaged = _concord_py.allreduce(values, op="avg")
+    # Through the engine, not the blocking allreduce: a rank that left training
+    # early then ends in CONCORD_STALL_TIMEOUT_S, not in a wait with no end.
+    averaged = _concord_py.allreduce_async(values, op="avg", name=f"concord.keras/{prefix}").wait()
     for k, v in zip(keys, averaged):
         logs[k] = float(v)
     return logs

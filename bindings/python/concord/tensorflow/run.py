@@ -235,9 +235,15 @@ def _layers(model):
 def _average_result(result):
     """evaluate()'s scalar, list or dict, averaged over ranks (same structure)."""
     import numpy as np
-    from concord import allreduce, size
+    from concord import allreduce_async, size
     if size() == 1:
         return result
+
+    def allreduce(values, op):
+        # The engine (stall timeout), not the blocking allreduce; the same call
+        # order on every rank gives the same names.
+        return allreduce_async(values, op=op, name=f"concord.run/evaluate/{next(_names)}").wait()
+
     if isinstance(result, dict):
         keys = list(result)
         averaged = allreduce(np.array([float(result[k]) for k in keys]), op="avg")
@@ -627,6 +633,11 @@ def main(argv=None):
     o = _parse(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _share_cores()
+    # A rank that leaves training early (a callback stopping it on its own loss,
+    # an error a script catches) would leave the others waiting for ever in the
+    # next gradient exchange: give up after 30 minutes, naming the missing ranks.
+    # Long enough for rank 0 to write a large checkpoint while the others wait.
+    os.environ.setdefault("CONCORD_STALL_TIMEOUT_S", "1800")
     from concord import tensorflow as ctf
     ctf.init()
     p = _Patcher(o)
