@@ -35,8 +35,6 @@ Topology detect_topology(MPI_Comm comm, int virtual_nodes) {
                       "each virtual node needs at least one rank",
                       virtual_nodes, smallest, smallest == physical_size ? "this" : "another"));
     }
-  }
-  if (virtual_nodes > 1) {
     // Consecutive local ranks per virtual node; uneven splits differ by one rank
     // (5 ranks as 2 nodes: 3 + 2).
     int color = physical_rank * virtual_nodes / physical_size;

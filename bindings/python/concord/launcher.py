@@ -49,7 +49,7 @@ def _python_program(program, tensorflow):
         flags.extend(program[i:i + n])
         i += n
     rest = program[i:]
-    if tensorflow and rest and rest[0] != "-c" and rest[0] != "-" and _has_tensorflow():
+    if tensorflow and rest and rest[0] not in ("-c", "-") and _has_tensorflow():
         # concord.tensorflow.run patches Keras, then runs the script or module.
         return [interpreter] + flags + ["-m", "concord.tensorflow.run"] + rest
     return [interpreter] + flags + rest

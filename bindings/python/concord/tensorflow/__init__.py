@@ -201,6 +201,29 @@ def DistributedOptimizer(optimizer):
 import keras as _keras  # noqa: E402  (after TensorFlow)
 
 
+def _model_layers(model):
+    """The model and every layer inside it, nested ones included."""
+    if hasattr(model, "_flatten_layers"):
+        return list(model._flatten_layers())
+    return [model] + list(model.layers)
+
+
+def _model_built(model):
+    """Whether every layer of the model has its variables (a subclassed model
+    is built by Keras in its first step unless built before)."""
+    return all(layer.built for layer in _model_layers(model))
+
+
+def _average_over_ranks(values, name):
+    """A float64 vector averaged over ranks through the engine, not the blocking
+    allreduce: a rank that left training early then ends in
+    CONCORD_STALL_TIMEOUT_S, not in a wait with no end. Every rank must call it
+    with the same name."""
+    import numpy as np
+    return _concord_py.allreduce_async(np.asarray(values, dtype=np.float64), op="avg",
+                                       name=name).wait()
+
+
 class BroadcastInitialWeights(_keras.callbacks.Callback):
     """Broadcasts the model's and optimizer's variables from root_rank before
     the first training step, so every rank starts from the same state."""
@@ -213,14 +236,10 @@ class BroadcastInitialWeights(_keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         if self._done:
             return
-        model = self.model
-        layers = (list(model._flatten_layers()) if hasattr(model, "_flatten_layers")
-                  else [model])
-        if not all(layer.built for layer in layers):
+        if not _model_built(self.model):
             # Keras builds this model (a subclassed one, say) in its first step:
             # its variables do not exist yet, and an optimizer built now would
             # know none of them. Broadcast once that step has built them.
-            self._after_first_step = True
             if rank() == 0:
                 print("concord: the model is built by its first training step; its weights are "
                       "broadcast after that step (build the model before fit() to broadcast "
@@ -229,8 +248,7 @@ class BroadcastInitialWeights(_keras.callbacks.Callback):
         self._broadcast()
 
     def on_train_batch_end(self, batch, logs=None):
-        if getattr(self, "_after_first_step", False) and not self._done:
-            self._after_first_step = False
+        if not self._done:  # on_train_begin left it for the first step
             self._broadcast()
 
     def _broadcast(self):
@@ -256,10 +274,7 @@ def _average_logs(logs, prefix):
         return logs
     import numpy as np
     keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0)
-    values = np.array([float(logs[k]) for k in keys], dtype=np.float64)
-    # Through the engine, not the blocking allreduce: a rank that left training
-    # early then ends in CONCORD_STALL_TIMEOUT_S, not in a wait with no end.
-    averaged = _concord_py.allreduce_async(values, op="avg", name=f"concord.keras/{prefix}").wait()
+    averaged = _average_over_ranks([float(logs[k]) for k in keys], f"concord.keras/{prefix}")
     for k, v in zip(keys, averaged):
         logs[k] = float(v)
     return logs

@@ -216,7 +216,8 @@ def _build_from_spec(model, spec):
     the first step. Without a strategy Keras builds in the first step, after
     on_train_begin. Best effort (Keras's private _symbolic_build): where it
     cannot, the broadcast waits for the end of the first step."""
-    if all(layer.built for layer in _layers(model)):
+    from concord.tensorflow import _model_built
+    if _model_built(model):
         return
     build = getattr(model, "_symbolic_build", None)
     if build is None:
@@ -227,44 +228,42 @@ def _build_from_spec(model, spec):
         pass
 
 
-def _layers(model):
-    return (list(model._flatten_layers()) if hasattr(model, "_flatten_layers")
-            else [model] + list(model.layers))
-
-
 def _average_result(result):
-    """evaluate()'s scalar, list or dict, averaged over ranks (same structure)."""
-    import numpy as np
-    from concord import allreduce_async, size
+    """evaluate()'s scalar, list or dict, averaged over ranks (same structure);
+    the same call order on every rank gives the same names."""
+    from concord import size
+    from concord.tensorflow import _average_over_ranks
     if size() == 1:
         return result
-
-    def allreduce(values, op):
-        # The engine (stall timeout), not the blocking allreduce; the same call
-        # order on every rank gives the same names.
-        return allreduce_async(values, op=op, name=f"concord.run/evaluate/{next(_names)}").wait()
-
+    name = f"concord.run/evaluate/{next(_names)}"
     if isinstance(result, dict):
         keys = list(result)
-        averaged = allreduce(np.array([float(result[k]) for k in keys]), op="avg")
+        averaged = _average_over_ranks([float(result[k]) for k in keys], name)
         return {k: float(v) for k, v in zip(keys, averaged)}
     if isinstance(result, (list, tuple)):
-        return [float(v) for v in allreduce(np.array(result, dtype=np.float64), op="avg")]
-    return float(allreduce(np.array([float(result)]), op="avg")[0])
+        return [float(v) for v in _average_over_ranks([float(v) for v in result], name)]
+    return float(_average_over_ranks([float(result)], name)[0])
 
 
 def _moving_statistics(model, keras):
     """The moving statistics of the model's trainable BatchNormalization layers."""
-    layers = (model._flatten_layers(include_self=False) if hasattr(model, "_flatten_layers")
-              else model.layers)
+    from concord.tensorflow import _model_layers
     out = []
-    for layer in layers:
+    for layer in _model_layers(model):
         if isinstance(layer, keras.layers.BatchNormalization) and layer.trainable:
             out += [layer.moving_mean, layer.moving_variance]
     return out
 
 
 _names = itertools.count()
+
+
+def _from_rank0(value, name):
+    """Rank 0's integer `value` on every rank (every rank must call it)."""
+    import numpy as np
+
+    import concord
+    return int(concord.broadcast(np.array([value], np.int64), 0, name=name)[0])
 
 
 def _wait_for_every_rank(what, failed=False):
@@ -340,9 +339,7 @@ class _Patcher:
         and a script's keras.utils.set_random_seed makes runs repeatable), and
         rank 0's is taken."""
         import numpy as np
-        import concord
-        mine = np.array([np.random.randint(0, 2**31 - 1)], np.int64)
-        return int(concord.broadcast(mine, 0, name="concord.run/shuffle-seed")[0])
+        return _from_rank0(np.random.randint(0, 2**31 - 1), "concord.run/shuffle-seed")
 
     def shard_numpy(self, x, y, sample_weight, batch_size, shuffle):
         batch = self.global_batch(batch_size)
@@ -394,13 +391,10 @@ class _Patcher:
             callback's on_train_begin (a BackupAndRestore runs on rank 0 only)."""
 
             def on_train_begin(self, logs=None):
-                import numpy as np
-
-                import concord
                 super().on_train_begin(logs)
                 epoch = getattr(self.model, "_initial_epoch", None)
-                mine = np.array([-1 if epoch is None else int(epoch)], np.int64)
-                got = int(concord.broadcast(mine, 0, name=f"concord.run/epoch/{next(_names)}")[0])
+                got = _from_rank0(-1 if epoch is None else int(epoch),
+                                  f"concord.run/epoch/{next(_names)}")
                 self.model._initial_epoch = None if got < 0 else got
 
         class AverageMovingStatistics(keras.callbacks.Callback):
@@ -522,11 +516,8 @@ class _Patcher:
         everywhere, so the strided shards partition the data."""
         if self.size == 1:
             return
-        import numpy as np
-
-        import concord
-        mine = np.array([int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF], np.int64)
-        seed = int(concord.broadcast(mine, 0, name="concord.run/seed")[0])
+        mine = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+        seed = _from_rank0(mine, "concord.run/seed")
         self.keras.utils.set_random_seed(seed)
         self.say_once("seed", f"random seed {seed} on every rank (keras.utils.set_random_seed; "
                               "a seed the script sets replaces it)")
