@@ -535,6 +535,7 @@ int run_fusion(const FusionOptions& o) {
     m.min_us = s.min;
     m.max_us = s.max;
     m.iterations = o.iterations;
+    m.warmup = o.warmup;
     m.busbw_gbps =
         p > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 * (p - 1) / p / 1e9 : 0.0;
     if (o.validate) m.validated = all_valid != 0;

@@ -1,8 +1,9 @@
 # Runs a validated fusion benchmark that writes JSON, then checks its output: exit 0,
 # the table's closing ratio line, and in the JSON one record per implementation, each
-# validated, with the model's bytes and element count, 2 ranks and algorithm null.
+# validated, with the model's bytes and element count, 2 ranks, algorithm null and
+# the warm-up steps the command asked for (WARMUP).
 #   cmake -DCOMMAND="mpiexec ... fusion --model M -c --json F" -DJSON=F
-#         -DIMPLS=fused,unfused,mpi-per-tensor,flat -DBYTES=485752 -DCOUNT=121438
+#         -DIMPLS=fused,unfused,mpi-per-tensor,flat -DBYTES=485752 -DCOUNT=121438 -DWARMUP=1
 #         -P check_fusion_json.cmake
 cmake_minimum_required(VERSION 3.25)
 separate_arguments(command UNIX_COMMAND "${COMMAND}")
@@ -30,7 +31,8 @@ endif()
 set(seen "")
 math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
-  foreach(key impl bytes count validated ranks avg_us min_us max_us iterations busbw_gbps)
+  foreach(key impl bytes count validated ranks avg_us min_us max_us iterations warmup
+              busbw_gbps)
     string(JSON ${key} ERROR_VARIABLE json_error GET "${text}" ${i} ${key})
     if(json_error)
       message(FATAL_ERROR "record ${i}: ${json_error}")
@@ -44,6 +46,9 @@ foreach(i RANGE ${last})
      OR NOT algorithm_type STREQUAL "NULL")
     message(FATAL_ERROR "record ${i} (${impl}): bytes ${bytes}, count ${count}, ranks ${ranks}, "
                         "algorithm ${algorithm_type}; expected ${BYTES}, ${COUNT}, 2, null")
+  endif()
+  if(NOT warmup EQUAL WARMUP)
+    message(FATAL_ERROR "record ${i} (${impl}): warmup ${warmup}, expected ${WARMUP} (-x)")
   endif()
   if(NOT avg_us GREATER 0 OR min_us GREATER avg_us OR avg_us GREATER max_us
      OR NOT busbw_gbps GREATER 0)
