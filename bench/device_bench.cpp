@@ -1,6 +1,6 @@
 #include "device_bench.hpp"
 
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 #include "elements.hpp"
 #include "transport/nccl_library.hpp"
 #include "transport/nccl_transport.hpp"

@@ -25,7 +25,7 @@
 #include <utility>
 
 #if CONCORD_BENCH_CUDA
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 #include "reduce/cuda_kernels.hpp"
 #include "reduce/reduce_kernels.hpp"
 

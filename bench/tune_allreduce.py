@@ -88,8 +88,15 @@ def main():
         "description": (f"Measured by bench/tune_allreduce.py on {platform.node() or 'this machine'} "
                         f"({os.cpu_count()} cores), dtype {args.dtype}, ranks {args.ranks}"),
         "command": " ".join(["bench/tune_allreduce.py"] + sys.argv[1:]),
-        "rules": rules,
     }
+    # This script measures the crossovers only: the size thresholds of the table
+    # it replaces (docs/ALGORITHMS.md) are kept.
+    if os.path.exists(args.output):
+        with open(args.output) as f:
+            previous = json.load(f)
+        if "thresholds" in previous:
+            table["thresholds"] = previous["thresholds"]
+    table["rules"] = rules
     with open(args.output, "w") as f:
         json.dump(table, f, indent=2)
         f.write("\n")

@@ -3,7 +3,7 @@
 // return, bitwise identical everywhere. They speak only the Transport verbs.
 #pragma once
 
-#include "collectives/executor.hpp"
+#include "reduce/executor.hpp"
 #include "collectives/message_view.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"

@@ -1,14 +1,11 @@
 #include "collectives/node_arena.hpp"
 
+#include "core/agreement.hpp"
 #include "core/config.hpp"
-#include "core/mpi_check.hpp"
 #include "transport/shm_arena.hpp"
 
 #include <concord/error.hpp>
 
-#include <fmt/format.h>
-
-#include <cstdio>
 #include <string>
 
 namespace concord::detail {
@@ -28,21 +25,12 @@ SharedArena* node_arena(const CommunicatorState& state) {
       failure = e.what();
     }
   }
-  int ok = failure.empty() ? 1 : 0;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, state.comm.get()),
-            "MPI_Allreduce", state.rank);
-  if (ok == 0) {
-    if (!failure.empty()) {
-      fmt::print(stderr, "{}; using the MPI transport instead\n", failure);
-    } else if (state.rank == 0) {
-      fmt::print(stderr,
-                 "concord: rank 0: the shared-memory transport failed on another node; "
-                 "using the MPI transport instead\n");
-    }
-    arena.reset();
-  }
+  const bool ok = agree_or_fall_back(
+      state.comm.get(), failure, state.rank,
+      {"the shared-memory transport", "using the MPI transport instead"});
+  if (!ok) arena.reset();
   state.arena = std::move(arena);
-  state.arena_everywhere = ok != 0 && cfg.shm;
+  state.arena_everywhere = ok && cfg.shm;
   return state.arena.get();
 }
 

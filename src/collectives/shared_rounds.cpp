@@ -5,6 +5,19 @@
 namespace concord::detail {
 namespace {
 
+// The counter protocol of shared_rounds.hpp, written here once: what a rank's
+// progress counter says after each step of a round.
+enum class Step : std::uint64_t {
+  InputsReady = 1,   // my inputs for the round are in my input region
+  PieceReduced = 2,  // my reduced piece is in my result region
+  Done = 3,          // I have finished reading everyone's regions of the round
+};
+constexpr std::uint64_t kStepsPerRound = 3;
+
+std::uint64_t counter(std::uint64_t round, Step step) {
+  return kStepsPerRound * round + static_cast<std::uint64_t>(step);
+}
+
 int input_region(std::uint64_t round) {
   return static_cast<int>(round % 2);
 }
@@ -28,8 +41,9 @@ void SharedRounds::publish(std::uint64_t value) {
 }
 
 std::uint64_t SharedRounds::begin_round() {
-  const std::uint64_t round = arena_.published() / 3;
-  if (round >= 2) wait_all(3 * round - 3);
+  const std::uint64_t round = arena_.published() / kStepsPerRound;
+  // This round's buffers were round-2's: every peer must be done reading those.
+  if (round >= 2) wait_all(counter(round - 2, Step::Done));
   return round;
 }
 
@@ -114,8 +128,8 @@ void SharedRounds::direct(const MessageView& src, const MessageView& dst) {
   src.for_each_run(0, count, [&](const std::byte* p, std::size_t off, std::size_t n, double) {
     spec_.exec->copy(mine + off * esize, p, n * esize);
   });
-  publish(3 * round + 1);
-  wait_all(3 * round + 1);
+  publish(counter(round, Step::InputsReady));
+  wait_all(counter(round, Step::InputsReady));
   // Everyone reduces in the same order from the same copies: identical bits.
   std::vector<const void*>& sources = source_list(static_cast<std::size_t>(arena_.size()));
   dst.for_each_run(0, count, [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
@@ -125,7 +139,7 @@ void SharedRounds::direct(const MessageView& src, const MessageView& dst) {
     spec_.exec->reduce_many(p, sources.data(), static_cast<std::size_t>(arena_.size()), n);
     if (factor != 1.0) spec_.exec->scale(p, n, factor);
   });
-  publish(3 * round + 3);
+  publish(counter(round, Step::Done));
 }
 
 void SharedRounds::reduce_scatter(const void* src, void* dst, const std::vector<Piece>& pieces) {
@@ -135,14 +149,14 @@ void SharedRounds::reduce_scatter(const void* src, void* dst, const std::vector<
   for (const Piece& p : pieces) end = std::max(end, p.offset + p.count);
   const MessageView view(src, end, spec_.elem_size);
   contribute(round, view, pieces);
-  publish(3 * round + 1);
-  wait_all(3 * round + 1);
+  publish(counter(round, Step::InputsReady));
+  wait_all(counter(round, Step::InputsReady));
   const auto me = static_cast<std::size_t>(arena_.rank());
   if (me < pieces.size()) {
     auto* out = static_cast<std::byte*>(dst) + pieces[me].offset * spec_.elem_size;
     reduce_own_piece(round, view, out, pieces);
   }
-  publish(3 * round + 3);
+  publish(counter(round, Step::Done));
 }
 
 void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
@@ -155,36 +169,36 @@ void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
                      d + pieces[mine].offset * spec_.elem_size,
                      pieces[mine].count * spec_.elem_size);
   }
-  publish(3 * round + 2);
-  wait_all(3 * round + 2);
+  publish(counter(round, Step::PieceReduced));
+  wait_all(counter(round, Step::PieceReduced));
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (j == mine || pieces[j].count == 0) continue;
     spec_.exec->copy(d + pieces[j].offset * spec_.elem_size,
                      arena_.region(static_cast<int>(j), result_region(round)),
                      pieces[j].count * spec_.elem_size);
   }
-  publish(3 * round + 3);
+  publish(counter(round, Step::Done));
 }
 
 void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
                              const std::vector<Piece>& pieces) {
   const std::uint64_t round = begin_round();
   contribute(round, src, pieces);
-  publish(3 * round + 1);
-  wait_all(3 * round + 1);
+  publish(counter(round, Step::InputsReady));
+  wait_all(counter(round, Step::InputsReady));
   const auto mine = static_cast<std::size_t>(arena_.rank());
   if (mine < pieces.size()) {
     // Reduce into the result region (hot in this core's cache, read by peers
     // next), publish, and only then copy it out.
     reduce_own_piece(round, src, arena_.region(arena_.rank(), result_region(round)), pieces);
   }
-  publish(3 * round + 2);
-  wait_all(3 * round + 2);
+  publish(counter(round, Step::PieceReduced));
+  wait_all(counter(round, Step::PieceReduced));
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (pieces[j].count == 0) continue;
     copy_out(arena_.region(static_cast<int>(j), result_region(round)), pieces[j], dst);
   }
-  publish(3 * round + 3);
+  publish(counter(round, Step::Done));
 }
 
 }  // namespace concord::detail

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace concord::detail {
 namespace {
@@ -20,6 +21,28 @@ namespace {
 
 [[noreturn]] void bad_table(const std::string& origin, const std::string& what) {
   throw Error(ErrorCode::InvalidArgument, -1, fmt::format("tuning table {}: {}", origin, what));
+}
+
+void parse_thresholds(const nlohmann::json& json, const std::string& origin,
+                      SizeThresholds& out) {
+  if (!json.is_object()) bad_table(origin, "\"thresholds\" must be an object");
+  const std::pair<const char*, std::size_t*> fields[] = {
+      {"shm_direct_bytes", &out.shm_direct_bytes},
+      {"cuda_direct_bytes", &out.cuda_direct_bytes},
+      {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
+  for (const auto& [key, value] : json.items()) {
+    bool known = false;
+    for (const auto& [name, field] : fields) {
+      if (key != name) continue;
+      if (!value.is_number_unsigned()) {
+        bad_table(origin, fmt::format("thresholds.{} must be a non-negative integer, got {}", key,
+                                      value.dump()));
+      }
+      *field = value.get<std::size_t>();
+      known = true;
+    }
+    if (!known) bad_table(origin, fmt::format("unknown threshold \"{}\"", key));
+  }
 }
 
 }  // namespace
@@ -79,6 +102,7 @@ TuningTable TuningTable::parse(std::string_view text, const std::string& origin)
   if (table.rules_.back().max_ranks != INT_MAX) {
     bad_table(origin, "the last rule needs \"max_ranks\": null");
   }
+  parse_thresholds(doc.value("thresholds", nlohmann::json::object()), origin, table.thresholds_);
   return table;
 }
 
@@ -108,6 +132,14 @@ const TuningTable& active_tuning_table() {
     return TuningTable::parse(text.str(), path);
   }();
   return table;
+}
+
+SizeThresholds size_thresholds() {
+  SizeThresholds t = active_tuning_table().thresholds();
+  const Config& cfg = config();
+  if (cfg.shm_direct_bytes) t.shm_direct_bytes = *cfg.shm_direct_bytes;
+  if (cfg.cuda_direct_bytes) t.cuda_direct_bytes = *cfg.cuda_direct_bytes;
+  return t;
 }
 
 Algorithm choose_flat_algorithm(std::size_t bytes, int ranks) {

@@ -15,6 +15,21 @@ namespace concord::detail {
 //   "recursive_doubling"}, {"max_bytes": null, "algorithm": "ring"}]}, ...]}
 // The first rule whose max_ranks (null: no limit) covers the rank count applies;
 // within it, the first entry whose max_bytes covers the message size.
+// An optional "thresholds" object sets the size limits of SizeThresholds by name
+// ({"shm_direct_bytes": 1024, ...}); names it leaves out keep the built-in value.
+//
+// Size limits within a path, beside the choice of algorithm.
+struct SizeThresholds {
+  // Host messages up to this size take the one-synchronisation shared-memory
+  // path (every rank reduces everything).
+  std::size_t shm_direct_bytes = 1024;
+  // The same for device messages over CUDA IPC.
+  std::size_t cuda_direct_bytes = 256 * 1024;
+  // Device shards up to this size cross nodes over NCCL by recursive doubling,
+  // larger ones by reduce-scatter + allgather.
+  std::size_t nccl_recursive_doubling_bytes = 64 * 1024;
+};
+
 class TuningTable {
  public:
   struct Threshold {
@@ -33,13 +48,19 @@ class TuningTable {
 
   Algorithm choose(std::size_t bytes, int ranks) const;
   const std::vector<Rule>& rules() const { return rules_; }
+  const SizeThresholds& thresholds() const { return thresholds_; }
 
  private:
   std::vector<Rule> rules_;
+  SizeThresholds thresholds_;
 };
 
 // The table in force: CONCORD_TUNING_FILE if set, else the built-in; loaded once.
 const TuningTable& active_tuning_table();
+
+// The active table's thresholds, where CONCORD_SHM_DIRECT_BYTES and
+// CONCORD_CUDA_DIRECT_BYTES (when set) take precedence.
+SizeThresholds size_thresholds();
 
 // What `requested` means at this size and rank count: never Auto. Auto picks
 // Hierarchical whenever ranks share a node (`ranks_share_a_node`, the same on

@@ -20,6 +20,7 @@ struct Topology {
 };
 
 class SharedArena;
+struct DeviceResources;  // device/device_resources.hpp
 
 struct CommunicatorState {
   MpiComm comm;  // concord's private duplicate; all data moves on it
@@ -33,8 +34,8 @@ struct CommunicatorState {
   mutable bool arena_attempted = false;
   mutable bool arena_everywhere = false;  // every rank sharing a node has one
   // What device collectives keep between calls (IPC arena, NCCL communicator,
-  // scratch and staging buffers), made by the first one (device/device_allreduce.cpp).
-  mutable std::shared_ptr<void> device_resources;
+  // scratch and staging buffers), made by the first one (device/device_resources.cpp).
+  mutable std::shared_ptr<DeviceResources> device_resources;
 };
 
 // Builds the topology of `comm` (collective over it). `virtual_nodes` > 1 splits

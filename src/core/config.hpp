@@ -34,8 +34,9 @@ struct Config {
   // regions, i.e. the data one round of the shared-memory allreduce moves.
   std::size_t shm_region_bytes = 256 * 1024;
   // CONCORD_SHM_DIRECT_BYTES: messages up to this size take the
-  // one-synchronisation shared-memory path.
-  std::size_t shm_direct_bytes = 1024;
+  // one-synchronisation shared-memory path. Unset: the tuning table's
+  // shm_direct_bytes (size_thresholds() in collectives/tuning_table.hpp).
+  std::optional<std::size_t> shm_direct_bytes;
 
   // The engine (docs/ENGINE.md). CONCORD_FUSION_THRESHOLD: largest fusion
   // bucket in bytes (0: no fusion).
@@ -57,8 +58,9 @@ struct Config {
   // CONCORD_CUDA_IPC_REGION_BYTES: each of a rank's four IPC device regions.
   std::size_t cuda_ipc_region_bytes = 8ull << 20;
   // CONCORD_CUDA_DIRECT_BYTES: device messages up to this size take the
-  // one-synchronisation IPC path (each rank reduces everything).
-  std::size_t cuda_direct_bytes = 256 * 1024;
+  // one-synchronisation IPC path (each rank reduces everything). Unset: the
+  // tuning table's cuda_direct_bytes.
+  std::optional<std::size_t> cuda_direct_bytes;
   // CONCORD_CUDA_STAGING_BYTES: chunk of the pinned-host staging path.
   std::size_t cuda_staging_bytes = 4ull << 20;
   // CONCORD_NCCL=0: device buffers cross nodes through host staging over MPI

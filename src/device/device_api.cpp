@@ -1,10 +1,17 @@
 // The public device queries of allreduce.hpp; built with and without CUDA.
 #include <concord/allreduce.hpp>
 
+#include "device/device_path.hpp"
 #include "device/pointer_query.hpp"
 
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+#include <string>
+
 #if CONCORD_WITH_CUDA
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 #endif
 
 namespace concord {
@@ -25,6 +32,28 @@ bool cuda_available() noexcept {
   return false;
 #endif
 }
+
+namespace detail {
+
+void require_cuda(const char* what, int rank) {
+  if (!cuda_built()) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("{}: Device::Cuda buffers need a concord built with CUDA "
+                            "(CONCORD_WITH_CUDA found no nvcc when this one was configured)",
+                            what));
+  }
+  if (!cuda_available()) {
+    std::string why = "no driver or device";
+#if CONCORD_WITH_CUDA
+    cuda::device_count(&why);
+#endif
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("{}: Device::Cuda buffers, but this process sees no CUDA device ({})",
+                            what, why));
+  }
+}
+
+}  // namespace detail
 
 // pointer_cache() throws only when CONCORD_POINTER_CACHE_ENTRIES is malformed;
 // the next allreduce reports that, so these stay quiet.

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "core/communicator_state.hpp"
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 #include "transport/cuda_ipc_arena.hpp"
 
 #include <memory>
@@ -20,17 +20,19 @@ struct DeviceResources {
   std::unique_ptr<CudaIpcArena> arena;
   bool ipc_everywhere = false;
   // NCCL over the ranks with this rank's local rank (one per node), for the
-  // inter-node step; made by its first use. nccl_tried: whether that happened.
+  // inter-node step; made by its first use (nccl_cross). nccl_tried: whether that happened.
   std::shared_ptr<NcclComm> nccl_cross;
   bool nccl_tried = false;
-  // The engine's stream and fusion buffer.
-  std::unique_ptr<cuda::Stream> stream;
-  cuda::DeviceBuffer fusion;
 };
 
 // The communicator's device resources. Collective over the communicator the first
 // time (every rank must call it in the same collective). Throws Error(InvalidArgument)
 // when called with another current device than the first time.
 DeviceResources& device_resources(const CommunicatorState& state);
+
+// NCCL over the cross-node communicator, or null (no NCCL build, library or
+// agreement: then a warning said why, once). Collective over topology.cross the
+// first time: its ranks share a local rank, so they reach here together.
+NcclComm* nccl_cross(DeviceResources& res, const Topology& topo, int rank);
 
 }  // namespace concord::detail

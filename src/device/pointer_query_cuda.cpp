@@ -2,7 +2,7 @@
 #include "device/pointer_query.hpp"
 
 #include "core/config.hpp"
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 
 #include <cuda.h>  // CUresult, CUdeviceptr: types only, libcuda is not linked
 #include <cuda_runtime_api.h>

@@ -1,10 +1,10 @@
 // The engine's device buckets: fusion of CUDA tensors with one batched-copy
 // launch each way around the device allreduce, on the engine's own stream.
-#include "device/cuda_runtime.hpp"
-#include "device/device_path.hpp"
-#include "device/device_resources.hpp"
+#include "engine/device_buckets.hpp"
+
+#include "cuda/cuda_runtime.hpp"
 #include "device/pointer_query.hpp"
-#include "engine/fusion.hpp"
+#include "dispatch/dispatch.hpp"
 #include "reduce/cuda_kernels.hpp"
 
 #include <concord/error.hpp>
@@ -26,13 +26,22 @@ int device_of(const void* ptr) {
 
 void wait_ready(const Bucket& bucket, cudaStream_t stream) {
   for (const auto& w : bucket.works) {
-    if (w->ready) static_cast<const cuda::Event*>(w->ready.get())->make_wait(stream);
+    if (w->ready) w->ready->make_wait(stream);
   }
 }
 
 }  // namespace
 
-std::shared_ptr<void> record_ready_event(const void* tensor, CudaStream stream) {
+struct DeviceBucketState {
+  cuda::Stream stream;
+  cuda::DeviceBuffer fusion;
+};
+
+void DeviceBucketStateDeleter::operator()(DeviceBucketState* state) const {
+  delete state;
+}
+
+std::shared_ptr<cuda::Event> record_ready_event(const void* tensor, CudaStream stream) {
   // The event belongs to the stream's device, which holds the tensor.
   cuda::DeviceGuard on(device_of(tensor));
   auto event = std::make_shared<cuda::Event>();
@@ -40,12 +49,12 @@ std::shared_ptr<void> record_ready_event(const void* tensor, CudaStream stream) 
   return event;
 }
 
-void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm algorithm) {
+void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm algorithm,
+                       DeviceBucketStatePtr& state) {
   const Work& first = *bucket.works.front();
   cuda::DeviceGuard on(device_of(first.tensor.data));
-  DeviceResources& res = device_resources(comm.state());
-  if (!res.stream) res.stream = std::make_unique<cuda::Stream>();
-  cudaStream_t stream = res.stream->get();
+  if (!state) state.reset(new DeviceBucketState);
+  cudaStream_t stream = state->stream.get();
   wait_ready(bucket, stream);
 
   AllreduceOptions options;
@@ -60,18 +69,18 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
     if (first.sig.prescale != 1.0) {
       cuda::scale(first.tensor.data, first.tensor.count, bucket.dtype, first.sig.prescale, stream);
     }
-    allreduce_device(first.tensor.data, first.tensor.data, first.tensor.count, bucket.dtype,
-                     bucket.op, comm, options);
+    dispatch_allreduce("allreduce", first.tensor.data, first.tensor.data, first.tensor.count,
+                       bucket.dtype, bucket.op, comm, options);
     const double factor = output_scale(first.sig, ranks);
     if (factor != 1.0) {
       cuda::scale(first.tensor.data, first.tensor.count, bucket.dtype, factor, stream);
     }
-    res.stream->synchronize();
+    state->stream.synchronize();
     return;
   }
 
-  res.fusion.reserve(bucket.count * esize);
-  std::byte* fused = res.fusion.get();
+  state->fusion.reserve(bucket.count * esize);
+  std::byte* fused = state->fusion.get();
   std::vector<cuda::CopyItem> items;
   items.reserve(bucket.works.size());
   std::size_t offset = 0;
@@ -80,7 +89,7 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
     offset += w->tensor.count * esize;
   }
   cuda::batched_copy(items, bucket.dtype, stream);
-  allreduce_device(fused, fused, bucket.count, bucket.dtype, bucket.op, comm, options);
+  dispatch_allreduce("allreduce", fused, fused, bucket.count, bucket.dtype, bucket.op, comm, options);
   offset = 0;
   items.clear();
   for (const auto& w : bucket.works) {
@@ -88,23 +97,23 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
     offset += w->tensor.count * esize;
   }
   cuda::batched_copy(items, bucket.dtype, stream);
-  res.stream->synchronize();
+  state->stream.synchronize();
 }
 
 void copy_device_to_host(void* host, const void* device, std::size_t bytes,
-                         const std::shared_ptr<void>& ready) {
+                         const std::shared_ptr<cuda::Event>& ready) {
   if (bytes == 0) return;
   cuda::DeviceGuard on(device_of(device));
-  if (ready) static_cast<const cuda::Event*>(ready.get())->synchronize();
+  if (ready) ready->synchronize();
   cuda::check(cudaMemcpy(host, device, bytes, cudaMemcpyDefault), "cudaMemcpy");
 }
 
 void copy_host_to_device(void* device, const void* host, std::size_t bytes,
-                         const std::shared_ptr<void>& ready) {
+                         const std::shared_ptr<cuda::Event>& ready) {
   if (bytes == 0) return;
   cuda::DeviceGuard on(device_of(device));
   // The caller's earlier writes to the tensor first, or they would land on top.
-  if (ready) static_cast<const cuda::Event*>(ready.get())->synchronize();
+  if (ready) ready->synchronize();
   // From pageable memory cudaMemcpy returns before the data is on the device:
   // copy on a stream of our own and wait for it.
   cuda::Stream stream;

@@ -2,6 +2,7 @@
 // background thread that negotiates and runs cycles, and the fusion pipeline.
 #pragma once
 
+#include "engine/device_buckets.hpp"
 #include "engine/fusion.hpp"
 #include "engine/negotiator.hpp"
 #include "engine/task_thread.hpp"
@@ -11,6 +12,7 @@
 #include <concord/engine.hpp>
 
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -21,6 +23,12 @@
 #include <vector>
 
 namespace concord::detail {
+
+// The error an operation fails with when the exception `e` escaped it: a
+// concord::Error as it is; an allocation that failed (std::bad_alloc, or
+// std::length_error for a size no container can hold) as SystemError; anything
+// else as Internal. `context` says what failed ("Engine: tensor 'x'").
+Error to_error(const std::exception_ptr& e, int rank, const std::string& context);
 
 class EngineCore {
  public:
@@ -63,6 +71,7 @@ class EngineCore {
 
   std::optional<bool> zero_copy_;      // buckets reduced in place (shared memory)?
   std::vector<std::byte> buffers_[2];  // fusion buffers, kept between cycles
+  DeviceBucketStatePtr device_buckets_;  // device fusion buffer and stream, made on first use
   TaskThread packer_;
 
   std::mutex mutex_;  // guards queue_, in_flight_, stopped_; stop_requested_ is set under it

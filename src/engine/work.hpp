@@ -16,6 +16,10 @@
 
 namespace concord::detail {
 
+namespace cuda {
+class Event;  // cuda/cuda_runtime.hpp (CUDA builds only)
+}
+
 enum class WorkKind : std::uint8_t { Allreduce, Broadcast, Allgather };
 
 // What every rank must agree on for one name.
@@ -45,8 +49,8 @@ struct Work {
   Clock::time_point enqueued = Clock::now();
   bool announced = false;  // negotiated by name, not by cache bit (engine thread only)
   // Device tensors: an event recorded on the tensor's stream at enqueue; the
-  // engine's device work waits for it (device/device_path.hpp).
-  std::shared_ptr<void> ready;
+  // engine's device work waits for it (engine/device_buckets.hpp).
+  std::shared_ptr<cuda::Event> ready;
 
   // Completes the work: wakes waiters and runs the completion callback.
   void finish(std::optional<Error> failure);

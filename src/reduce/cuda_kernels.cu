@@ -10,7 +10,7 @@
 // for buffers offset against each other by a non-multiple of 16 bytes).
 #include "reduce/cuda_kernels.hpp"
 
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 #include "reduce/cuda_element_ops.cuh"
 #include "reduce/cuda_launch.cuh"
 

@@ -13,7 +13,7 @@
 namespace concord::detail::cuda {
 
 // Streams are concord::CudaStream (cudaStream_t, from types.hpp). Not an alias named
-// Stream here: device/cuda_runtime.hpp's RAII class cuda::Stream owns that name, and
+// Stream here: cuda/cuda_runtime.hpp's RAII class cuda::Stream owns that name, and
 // code that launches kernels includes both headers.
 
 // dst[i] = a[i] op b[i], i < count. Same semantics, bit for bit, as the host table

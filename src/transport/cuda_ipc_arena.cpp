@@ -1,5 +1,6 @@
 #include "transport/cuda_ipc_arena.hpp"
 
+#include "core/agreement.hpp"
 #include "core/mpi_check.hpp"
 
 #include <concord/error.hpp>
@@ -23,14 +24,6 @@ struct Exported {
 
 void set_why(Exported& e, const std::string& text) {
   std::strncpy(e.why.data(), text.c_str(), e.why.size() - 1);
-}
-
-// Every rank of `local` learns whether all are fine (MIN of ok).
-bool all_ok(MPI_Comm local, bool ok, int world_rank) {
-  int flag = ok ? 1 : 0;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MIN, local), "MPI_Allreduce",
-            world_rank);
-  return flag != 0;
 }
 
 }  // namespace
@@ -96,7 +89,7 @@ std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, std::size_t r
     arena->opened_.push_back(static_cast<std::byte*>(p));
     arena->bases_[static_cast<std::size_t>(peer)] = static_cast<std::byte*>(p);
   }
-  if (!all_ok(local, failure.empty(), world_rank)) {
+  if (!all_ranks_ok(local, failure.empty(), world_rank)) {
     if (why != nullptr) {
       *why = failure.empty() ? "CUDA IPC failed on another rank of this node" : failure;
     }

@@ -6,7 +6,7 @@
 // writers fence their stream before publishing (the CUDA executor does).
 #pragma once
 
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/shm_arena.hpp"
 

@@ -1,7 +1,7 @@
 #include "transport/nccl_transport.hpp"
 
 #include "core/mpi_check.hpp"
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 
 #include <concord/error.hpp>
 

@@ -1,5 +1,6 @@
 #include "transport/shm_arena.hpp"
 
+#include "core/agreement.hpp"
 #include "core/mpi_check.hpp"
 
 #include <concord/error.hpp>
@@ -158,11 +159,15 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
       failed_call = "mmap";
     }
   }
-  int any_failed = error != 0 ? 1 : 0;
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, &any_failed, 1, MPI_INT, MPI_MAX, local);
+  bool all_mapped = false;
+  try {
+    all_mapped = all_ranks_ok(local, error == 0, world_rank);
+  } catch (...) {
+    if (rank == 0) ::shm_unlink(message.name);
+    throw;
+  }
   if (rank == 0) ::shm_unlink(message.name);
-  check_mpi(rc, "MPI_Allreduce", world_rank);
-  if (any_failed != 0) {
+  if (!all_mapped) {
     throw Error(ErrorCode::SystemError, world_rank,
                 error != 0 ? fmt::format("shared-memory transport: {} of {} failed: {} (set "
                                          "CONCORD_SHM=0 to run without shared memory)",

@@ -4,7 +4,7 @@
 
 #include <concord/concord.hpp>
 
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 #include "gpu/stream_kernels.hpp"
 #include "mpi/test_support.hpp"
 

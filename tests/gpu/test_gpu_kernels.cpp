@@ -10,7 +10,7 @@
 // Every device result is also compared, with no exception at all, to the same
 // functors compiled for the host (cuda_element_ops.cuh), which the CPU unit test
 // checks against the host table.
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 #include "reduce/cuda_element_ops.cuh"
 #include "reduce/cuda_kernels.hpp"
 #include "reduce/reduce_tables.hpp"

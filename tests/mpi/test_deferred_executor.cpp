@@ -9,7 +9,7 @@
 #include <concord/concord.hpp>
 
 #include "collectives/algorithms.hpp"
-#include "collectives/host_executor.hpp"
+#include "reduce/host_executor.hpp"
 #include "collectives/node_arena.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/communicator_state.hpp"

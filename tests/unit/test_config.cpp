@@ -30,7 +30,7 @@ TEST_CASE("defaults when nothing is set", "[config]") {
   CHECK(c.virtual_nodes == 1);
   CHECK(c.shm);
   CHECK(c.shm_region_bytes == 256 * 1024);
-  CHECK(c.shm_direct_bytes == 1024);
+  CHECK_FALSE(c.shm_direct_bytes.has_value());  // the tuning table's (test_tuning_table.cpp)
 }
 
 TEST_CASE("shared-memory variables", "[config]") {
@@ -89,7 +89,7 @@ TEST_CASE("device-path variables", "[config]") {
   CHECK(defaults.nccl_library.empty());
   CHECK(defaults.pointer_cache_entries == 4096);
   CHECK(defaults.cuda_ipc_region_bytes == 8u << 20);
-  CHECK(defaults.cuda_direct_bytes == 256 * 1024);
+  CHECK_FALSE(defaults.cuda_direct_bytes.has_value());  // the tuning table's
   CHECK(defaults.cuda_staging_bytes == 4u << 20);
 
   auto c = parse_config(env({{"CONCORD_CUDA_IPC", "0"},

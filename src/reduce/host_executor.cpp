@@ -1,6 +1,6 @@
-#include "collectives/host_executor.hpp"
+#include "reduce/host_executor.hpp"
 
-#include "collectives/scratch.hpp"
+#include "reduce/scratch.hpp"
 
 #include <cstring>
 

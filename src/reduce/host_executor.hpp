@@ -1,7 +1,7 @@
 // The Executor for host memory: memcpy, the CPU kernel table and per-thread scratch.
 #pragma once
 
-#include "collectives/executor.hpp"
+#include "reduce/executor.hpp"
 #include "reduce/reduce_kernels.hpp"
 
 #include <concord/types.hpp>

@@ -1,4 +1,4 @@
-#include "device/cuda_executor.hpp"
+#include "reduce/cuda_executor.hpp"
 
 #include "reduce/cuda_kernels.hpp"
 

@@ -1,4 +1,4 @@
-#include "collectives/scratch.hpp"
+#include "reduce/scratch.hpp"
 
 #include <memory>
 #include <new>

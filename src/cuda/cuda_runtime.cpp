@@ -1,4 +1,4 @@
-#include "device/cuda_runtime.hpp"
+#include "cuda/cuda_runtime.hpp"
 
 #include <concord/error.hpp>
 

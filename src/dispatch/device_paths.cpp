@@ -1,0 +1,133 @@
+// The device paths of dispatch_allreduce, chosen once per communicator and the
+// same on every rank:
+//   - ranks of a node share CUDA IPC regions (also several ranks on one GPU): the
+//     shared-memory algorithms run with the CUDA executor (copies and reduction
+//     kernels on the caller's stream), and across nodes each shard goes over NCCL
+//     (or, without NCCL, through pinned host memory over MPI);
+//   - one rank per node: the same, without the node step;
+//   - otherwise (IPC off or failed): Staged, pinned host memory in chunks around
+//     the host paths.
+#include "collectives/algorithms.hpp"
+#include "collectives/message_view.hpp"
+#include "collectives/tuning_table.hpp"
+#include "core/config.hpp"
+#include "device/device_path.hpp"
+#include "device/device_resources.hpp"
+#include "dispatch/paths.hpp"
+#include "reduce/cuda_executor.hpp"
+#include "reduce/host_executor.hpp"
+#include "transport/mpi_transport.hpp"
+#if CONCORD_WITH_NCCL
+#include "transport/nccl_transport.hpp"
+#endif
+
+#include <algorithm>
+
+namespace concord::detail {
+namespace {
+
+// One shard among the ranks with this rank's local rank, in place on the device.
+void cross_node_allreduce(DeviceResources& res, const CommunicatorState& state, void* shard,
+                          std::size_t count, const Call& call, CudaExecutor& exec) {
+  const Topology& topo = state.topology;
+  const std::size_t esize = size_of(call.dtype);
+  const std::size_t bytes = count * esize;
+  const ReduceSpec spec{esize, call.dtype, &exec};
+#if CONCORD_WITH_NCCL
+  if (NcclComm* nccl = nccl_cross(res, topo, state.rank)) {
+    NcclTransport transport(*nccl, exec.stream());
+    // NCCL runs only paired exchanges: recursive doubling or reduce-scatter + allgather.
+    const Algorithm algorithm = bytes <= size_thresholds().nccl_recursive_doubling_bytes
+                                    ? Algorithm::RecursiveDoubling
+                                    : Algorithm::ReduceScatterAllgather;
+    allreduce_flat(algorithm, transport, shard, count, spec, 0);
+    return;
+  }
+#endif
+  // Host staging: the shard to pinned memory, a flat allreduce over MPI, back.
+  res.staging.reserve(bytes);
+  std::byte* host = res.staging.get();
+  exec.copy(host, shard, bytes);
+  exec.fence();
+  HostExecutor host_exec(call.dtype, call.op);
+  const ReduceSpec host_spec{esize, call.dtype, &host_exec};
+  MpiTransport cross(topo.cross.get());
+  allreduce_flat(choose_flat_algorithm(bytes, cross.size()), cross, host, count, host_spec,
+                 config().ring_segment_bytes);
+  exec.copy(shard, host, bytes);
+}
+
+// Pinned-host staging around the host paths, chunk by chunk.
+void allreduce_staged(const Call& call, const Communicator& comm, DeviceResources& res,
+                      CudaExecutor& exec) {
+  const std::size_t esize = size_of(call.dtype);
+  const std::size_t chunk = std::max<std::size_t>(1, config().cuda_staging_bytes / esize);
+  res.staging.reserve(std::min(call.count, chunk) * esize);
+  std::byte* host = res.staging.get();
+  for (std::size_t offset = 0; offset < call.count; offset += chunk) {
+    const std::size_t n = std::min(chunk, call.count - offset);
+    exec.copy(host, static_cast<const std::byte*>(call.send) + offset * esize, n * esize);
+    exec.fence();
+    Call piece = call;
+    piece.send = host;
+    piece.recv = host;
+    piece.count = n;
+    // Resolved again for the chunk's size, as a host call of that size would be.
+    piece.algorithm =
+        resolve_algorithm(call.requested, n * esize, comm.size(), ranks_share_a_node(comm));
+    run_host_allreduce(piece, comm);
+    exec.copy(static_cast<std::byte*>(call.recv) + offset * esize, host, n * esize);
+    exec.fence();  // the staging buffer is free again
+  }
+}
+
+Path choose_device_path(const Communicator& comm, const DeviceResources& res) {
+  const Topology& topo = comm.state().topology;
+  if (comm.size() == 1) return Path::OneRank;
+  if (!res.ipc_everywhere && topo.max_local_size > 1) return Path::Staged;
+  return topo.num_nodes == 1 ? Path::SharedMemory : Path::Hierarchical;
+}
+
+}  // namespace
+
+void run_device_allreduce(const Call& call, const Communicator& comm, bool device_from_options) {
+  const CommunicatorState& state = comm.state();
+  // Without options.device, classify_pointer has checked the buffers' GPU already.
+  if (device_from_options) {
+    check_on_current_gpu(call.send, state.rank);
+    check_on_current_gpu(call.recv, state.rank);
+  }
+  const Topology& topo = state.topology;
+  DeviceResources& res = device_resources(state);  // collective the first time
+  CudaExecutor exec(call.dtype, call.op, call.stream, res.scratch);
+  const std::size_t esize = size_of(call.dtype);
+  const ReduceSpec spec{esize, call.dtype, &exec};
+
+  switch (choose_device_path(comm, res)) {
+    case Path::OneRank:
+      exec.copy(call.recv, call.send, call.count * esize);
+      exec.fence();
+      return;  // the average over one rank is the input itself
+    case Path::Staged:
+      allreduce_staged(call, comm, res, exec);
+      return;
+    case Path::SharedMemory:
+      allreduce_shared(*res.arena, MessageView(call.send, call.count, esize),
+                       MessageView(call.recv, call.count, esize), spec,
+                       size_thresholds().cuda_direct_bytes);
+      break;
+    case Path::Hierarchical:
+    case Path::Flat: {
+      const InterNodeStep inter{topo.num_nodes, [&](void* shard, std::size_t n) {
+                                  cross_node_allreduce(res, state, shard, n, call, exec);
+                                }};
+      allreduce_hierarchical(res.arena.get(), topo.min_local_size, inter, call.send, call.recv,
+                             call.count, spec);
+      break;
+    }
+  }
+  if (call.op == ReduceOp::Avg) exec.scale(call.recv, call.count, 1.0 / comm.size());
+  exec.fence();
+}
+
+}  // namespace concord::detail

@@ -1,0 +1,201 @@
+// dispatch_allreduce and the host paths: validate, classify, agree, choose, run.
+#include "dispatch/dispatch.hpp"
+
+#include "collectives/algorithms.hpp"
+#include "collectives/node_arena.hpp"
+#include "collectives/tuning_table.hpp"
+#include "core/communicator_state.hpp"
+#include "core/config.hpp"
+#include "core/mpi_check.hpp"
+#include "core/validate.hpp"
+#include "device/device_path.hpp"
+#include "dispatch/paths.hpp"
+#include "reduce/host_executor.hpp"
+#include "reduce/reduce_kernels.hpp"
+#include "transport/mpi_transport.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <optional>
+
+namespace concord::detail {
+namespace {
+
+void validate_options(const char* what, const AllreduceOptions& options, int rank) {
+  if (static_cast<int>(options.algorithm) < 0 ||
+      static_cast<int>(options.algorithm) > static_cast<int>(Algorithm::Hierarchical)) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("{}: unknown Algorithm value {}", what,
+                            static_cast<int>(options.algorithm)));
+  }
+  if (options.ring_segment_bytes != 0 &&
+      (options.ring_segment_bytes < kMinRingSegmentBytes ||
+       options.ring_segment_bytes > kMaxRingSegmentBytes)) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("{}: ring_segment_bytes {} is outside {} … {} (0 takes the default)",
+                            what, options.ring_segment_bytes, kMinRingSegmentBytes,
+                            kMaxRingSegmentBytes));
+  }
+}
+
+// Where send and recv lie: as the options say, else as the pointer-attribute
+// cache says. Both must be the same kind.
+Device buffers_device(const char* what, const void* send, const void* recv, std::size_t count,
+                      const AllreduceOptions& options, int rank) {
+  if (options.device) {
+    if (*options.device != Device::Cpu && *options.device != Device::Cuda) {
+      throw Error(
+          ErrorCode::InvalidArgument, rank,
+          fmt::format("{}: unknown Device value {}", what, static_cast<int>(*options.device)));
+    }
+    if (*options.device == Device::Cuda) require_cuda(what, rank);
+    return *options.device;
+  }
+  if (count == 0) return Device::Cpu;
+  const Device s = classify_pointer(send, rank);
+  const Device r = send == recv ? s : classify_pointer(recv, rank);
+  if (s != r) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("{}: send is {} memory but recv is {} memory; both must be on the "
+                            "same kind of device",
+                            what, to_string(s), to_string(r)));
+  }
+  return s;
+}
+
+}  // namespace
+
+bool ranks_share_a_node(const Communicator& comm) {
+  return config().shm && comm.state().topology.max_local_size > 1;
+}
+
+Path choose_host_path(const Communicator& comm, Algorithm algorithm) {
+  if (comm.size() == 1) return Path::OneRank;
+  if (algorithm == Algorithm::Hierarchical && ranks_share_a_node(comm)) {
+    const CommunicatorState& state = comm.state();
+    node_arena(state);  // collective the first time
+    if (state.arena_everywhere) {
+      return state.topology.num_nodes == 1 ? Path::SharedMemory : Path::Hierarchical;
+    }
+  }
+  // Flat algorithms, and Hierarchical without shared memory (no two ranks share
+  // a node, or CONCORD_SHM=0, or set-up failed): point-to-point over MPI.
+  return Path::Flat;
+}
+
+void run_host_allreduce(const Call& call, const Communicator& comm) {
+  const CommunicatorState& state = comm.state();
+  const Topology& topo = state.topology;
+  const std::size_t bytes = call.count * size_of(call.dtype);
+  HostExecutor exec(call.dtype, call.op);
+  const ReduceSpec spec{size_of(call.dtype), call.dtype, &exec};
+  switch (choose_host_path(comm, call.algorithm)) {
+    case Path::OneRank:
+      if (call.send != call.recv) std::memcpy(call.recv, call.send, bytes);
+      return;  // the average over one rank is the input itself
+    case Path::SharedMemory:
+      allreduce_shared(*state.arena, MessageView(call.send, call.count, spec.elem_size),
+                       MessageView(call.recv, call.count, spec.elem_size), spec,
+                       size_thresholds().shm_direct_bytes);
+      break;
+    case Path::Hierarchical: {
+      // Across nodes: a flat algorithm over MPI among the ranks with this local rank.
+      MpiTransport cross(topo.cross.get());
+      const InterNodeStep inter{cross.size(), [&](void* shard, std::size_t n) {
+                                  const Algorithm flat =
+                                      choose_flat_algorithm(n * spec.elem_size, cross.size());
+                                  allreduce_flat(flat, cross, shard, n, spec,
+                                                 call.ring_segment_bytes);
+                                }};
+      allreduce_hierarchical(state.arena.get(), topo.min_local_size, inter, call.send, call.recv,
+                             call.count, spec);
+      break;
+    }
+    case Path::Flat:
+    case Path::Staged: {
+      if (call.send != call.recv) std::memcpy(call.recv, call.send, bytes);
+      const Algorithm flat = call.algorithm == Algorithm::Hierarchical
+                                 ? choose_flat_algorithm(bytes, comm.size())
+                                 : call.algorithm;
+      MpiTransport transport(comm.mpi_comm());
+      allreduce_flat(flat, transport, call.recv, call.count, spec, call.ring_segment_bytes);
+      break;
+    }
+  }
+  if (call.op == ReduceOp::Avg) scale(call.recv, call.count, call.dtype, 1.0 / comm.size());
+}
+
+void dispatch_allreduce(const char* what, const void* send, void* recv, std::size_t count,
+                        DataType dtype, ReduceOp op, const Communicator& comm,
+                        const AllreduceOptions& options) {
+  ensure_not_finalized("concord::allreduce");
+  const Config& cfg = config();
+  const int rank = comm.rank();
+
+  std::optional<Error> local_error;
+  Device device = Device::Cpu;
+  try {
+    validate_buffers(what, send, recv, count, dtype, op, rank);
+    validate_options(what, options, rank);
+    device = buffers_device(what, send, recv, count, options, rank);
+  } catch (const Error& e) {
+    local_error = e;
+  }
+  const std::size_t bytes = local_error ? 0 : count * size_of(dtype);
+  const Algorithm algorithm =
+      local_error ? Algorithm::Auto
+                  : resolve_algorithm(options.algorithm, bytes, comm.size(),
+                                      ranks_share_a_node(comm));
+  const std::size_t segment =
+      options.ring_segment_bytes != 0 ? options.ring_segment_bytes : cfg.ring_segment_bytes;
+  if (cfg.check_args) {
+    check_agreement(what,
+                    {count, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(op),
+                     static_cast<std::int64_t>(algorithm), static_cast<std::int64_t>(device),
+                     static_cast<std::int64_t>(segment)},
+                    !local_error, comm);
+  }
+  if (local_error) throw *local_error;
+  if (count == 0) return;
+  const Call call{send,      recv,    count,          dtype, op, options.algorithm,
+                  algorithm, segment, options.stream};
+  if (device == Device::Cuda) {
+    run_device_allreduce(call, comm, options.device.has_value());
+  } else {
+    run_host_allreduce(call, comm);
+  }
+}
+
+bool segments_supported(const Communicator& comm, Algorithm algorithm) {
+  if (comm.size() < 2 || !ranks_share_a_node(comm)) return false;
+  // Bytes do not matter here: with ranks sharing a node Auto is Hierarchical.
+  return choose_host_path(comm, resolve_algorithm(algorithm, 0, comm.size(), true)) ==
+         Path::SharedMemory;
+}
+
+void allreduce_segments(std::vector<Segment> segments, DataType dtype, ReduceOp op,
+                        const Communicator& comm) {
+  ensure_not_finalized("concord::allreduce");
+  HostExecutor exec(dtype, op);
+  const ReduceSpec spec{size_of(dtype), dtype, &exec};
+  const MessageView view(std::move(segments), spec.elem_size);
+  if (view.count() == 0) return;
+  allreduce_shared(*comm.state().arena, view, view, spec, size_thresholds().shm_direct_bytes);
+}
+
+void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {
+  if (comm.size() == 1 || bytes == 0) return;
+  MpiTransport transport(comm.mpi_comm());
+  broadcast_binomial(transport, buf, bytes, root);
+}
+
+void dispatch_allgatherv(const void* mine, void* out, const std::vector<std::size_t>& block_bytes,
+                         const Communicator& comm) {
+  MpiTransport transport(comm.mpi_comm());
+  allgatherv_ring(transport, mine, out, block_bytes);
+}
+
+}  // namespace concord::detail

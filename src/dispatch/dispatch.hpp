@@ -1,0 +1,47 @@
+// The one place where a collective call becomes a path (NCCL's enqueue.cc, in
+// concord's size): validation, where the buffers lie, the path (one rank, shared
+// memory, hierarchical, flat over MPI, device, staged through host memory) and
+// the construction of the transports it runs on. The public allreduce, the
+// engine's buckets, its broadcasts and allgathers and the device path's staged
+// chunks all come here; nothing here calls back up into the public API.
+#pragma once
+
+#include "collectives/message_view.hpp"
+
+#include <concord/allreduce.hpp>
+#include <concord/communicator.hpp>
+#include <concord/types.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace concord::detail {
+
+// Where one allreduce goes. Device buffers take SharedMemory or Hierarchical over
+// the node's CUDA IPC arena, or Staged through pinned host memory.
+enum class Path { OneRank, SharedMemory, Hierarchical, Flat, Staged };
+
+// The blocking allreduce (concord::allreduce's contract): validates the arguments
+// (errors labelled `what`), classifies the buffers, checks agreement across ranks
+// (CONCORD_CHECK_ARGS=1), chooses the path and runs it; Avg is scaled at the end.
+void dispatch_allreduce(const char* what, const void* send, void* recv, std::size_t count,
+                        DataType dtype, ReduceOp op, const Communicator& comm,
+                        const AllreduceOptions& options);
+
+// The engine's fused buckets reduced where their tensors lie. Whether
+// allreduce_segments() can run on `comm` with `algorithm`: the same answer on
+// every rank; collective the first time (it may set up the shared-memory segment).
+bool segments_supported(const Communicator& comm, Algorithm algorithm);
+// Precondition: segments_supported(comm, algorithm); dtype/op supported. Each
+// result is scaled by its segment's factor on its way out.
+void allreduce_segments(std::vector<Segment> segments, DataType dtype, ReduceOp op,
+                        const Communicator& comm);
+
+// Root's `bytes` at host `buf` to every rank of `comm`.
+void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm);
+// Rank r's block_bytes[r] host bytes (`mine`) to every rank; `out` gets all blocks
+// in rank order.
+void dispatch_allgatherv(const void* mine, void* out, const std::vector<std::size_t>& block_bytes,
+                         const Communicator& comm);
+
+}  // namespace concord::detail
