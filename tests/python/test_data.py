@@ -280,3 +280,22 @@ def test_error_on_one_rank_reaches_every_rank(comm_info, tmp_path):
         assert f"(on rank {size - 1})" in message
     after = concord.allreduce(np.array([1.0]))  # every rank still in step
     assert after[0] == size
+
+
+@pytest.mark.parametrize("mode", ["strided", "contiguous"])
+def test_hdf5_large_samples_strided_hyperslabs(comm_info, tmp_path, mode):
+    """Samples of 64 KiB and more are read as strided hyperslabs (only this
+    rank's samples leave the file)."""
+    h5py = pytest.importorskip("h5py")
+    rank, size = comm_info
+    n, width = 600, 16384  # 64 KiB a sample: over one 16 MiB window at 1 and 2 ranks
+    path = str(tmp_path / "big.h5")
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("x", (n, width), np.float32, chunks=(1, width))
+        for i in range(n):
+            d[i] = np.full(width, i, np.float32)
+    r = cdata.open(path, features="x", shard=mode)
+    xr, yr = r.read()
+    assert yr is None and list(r.indices) == reference_share(n, rank, size, mode)
+    np.testing.assert_array_equal(xr, np.repeat(r.indices[:, None], width, 1).astype(np.float32))
+    assert sorted(gather(xr[:, 0].astype(np.int64))) == list(range(n))

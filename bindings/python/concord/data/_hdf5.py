@@ -7,7 +7,9 @@ from typing import List
 import numpy as np
 
 from ._agree import DataError
-from ._records import WINDOW_BYTES
+from ._records import WINDOW_BYTES, gather_rows
+
+STRIDED_MIN_BYTES = 64 << 10
 
 
 def _h5py():
@@ -40,8 +42,11 @@ class Hdf5Dataset:
             self.total, self.shape, self.dtype = d.shape[0], tuple(d.shape[1:]), d.dtype
 
     def read(self, indices: np.ndarray) -> np.ndarray:
-        """Hyperslab reads: one for a block; for a strided share, one strided
-        hyperslab per window (h5py's start:stop:step selection)."""
+        """Hyperslab reads: a block share in block windows; a strided share of
+        large samples (>= 64 KiB) as strided hyperslabs (start:stop:step), which
+        read only its samples; of small samples as block windows it picks from
+        (HDF5's strided selections cost per element, and small samples share
+        their chunks with the other ranks' anyway)."""
         h5py = _h5py()
         out = np.empty((len(indices),) + self.shape, self.dtype.newbyteorder("="))
         if len(indices) == 0:
@@ -50,9 +55,11 @@ class Hdf5Dataset:
         if step < 1 or not np.array_equal(indices, indices[0] + step * np.arange(len(indices))):
             raise ValueError("concord.data: HDF5 shares are blocks or strided")  # by construction
         record = max(1, out.itemsize * int(np.prod(self.shape, dtype=np.int64)))
-        per = max(1, WINDOW_BYTES // record)
         with h5py.File(self.path, "r") as f:
             d = f[self.key]
+            if step == 1 or record < STRIDED_MIN_BYTES:
+                return gather_rows(indices, self.total, record, out, lambda lo, hi: d[lo:hi])
+            per = max(1, WINDOW_BYTES // record)
             for k in range(0, len(indices), per):
                 m = min(per, len(indices) - k)
                 first = int(indices[k])

@@ -30,8 +30,11 @@ def gather_rows(indices: np.ndarray, total: int, record_bytes: int, out: np.ndar
         block = window(lo, hi)
         if stop - k == hi - lo:  # every record of the window is wanted
             out[k:stop] = block
+        elif block.dtype == out.dtype:  # no temporary copy of the picked records
+            np.take(block, indices[k:stop] - lo, axis=0, out=out[k:stop])
         else:
             out[k:stop] = block[indices[k:stop] - lo]
+        del block  # a memory-mapped window is unmapped here
         k = stop
     return out
 
@@ -131,9 +134,8 @@ class NpyFile(RecordFile):
     def _window(self, lo, hi):
         if hi == lo or self.record_bytes == 0:
             return np.empty((hi - lo,) + self.shape, self.dtype)
-        m = np.memmap(self.name, self.dtype, "r", self._offset + lo * self.record_bytes,
-                      (hi - lo,) + self.shape)
-        return np.array(m)  # a copy: the mapping goes when m does
+        return np.memmap(self.name, self.dtype, "r", self._offset + lo * self.record_bytes,
+                         (hi - lo,) + self.shape)  # unmapped when the caller drops it
 
 
 def npz_member(path: str, key: str) -> StreamRecords:
