@@ -9,7 +9,7 @@ import numpy as np
 
 from ._agree import DataError
 
-_CHUNK = 65536  # lines parsed at a time (bounds the float64 scratch)
+_CHUNK_BYTES = 4 << 20  # text parsed at a time (bounds the text and float64 scratch)
 
 
 def _fields(line: bytes, delimiter: str) -> List[str]:
@@ -93,18 +93,18 @@ class CsvSource:
         x = np.empty((len(indices), len(self.features)), self.dtype)
         y = None if self.label is None else np.empty(len(indices), np.float64)
         ncols, done, g = len(self.columns), 0, 0
-        pending = []
+        pending, pending_bytes, sep = [], 0, self.delimiter.encode()
         for path in self.files:
             for number, line in self._data_lines(path):
                 if wanted[g]:
-                    if line.count(self.delimiter.encode()) + 1 != ncols:
-                        raise DataError(
-                            f"{path}:{number}: {line.count(self.delimiter.encode()) + 1} fields, "
-                            f"expected {ncols} (a ragged row)")
+                    if line.count(sep) + 1 != ncols:
+                        raise DataError(f"{path}:{number}: {line.count(sep) + 1} fields, "
+                                        f"expected {ncols} (a ragged row)")
                     pending.append((path, number, line))
-                    if len(pending) == _CHUNK:
+                    pending_bytes += len(line)
+                    if pending_bytes >= _CHUNK_BYTES:
                         done = self._parse(pending, x, y, done)
-                        pending = []
+                        pending, pending_bytes = [], 0
                 g += 1
         self._parse(pending, x, y, done)
         return x, y
