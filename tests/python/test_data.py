@@ -299,3 +299,14 @@ def test_hdf5_large_samples_strided_hyperslabs(comm_info, tmp_path, mode):
     assert yr is None and list(r.indices) == reference_share(n, rank, size, mode)
     np.testing.assert_array_equal(xr, np.repeat(r.indices[:, None], width, 1).astype(np.float32))
     assert sorted(gather(xr[:, 0].astype(np.int64))) == list(range(n))
+
+
+def test_directory_of_mixed_formats_and_misplaced_options(comm_info, tmp_path):
+    x, y = samples()
+    write_csv(str(tmp_path), x, y)
+    write_npy(str(tmp_path), x, y)
+    expect_error(lambda: cdata.open(str(tmp_path)), "several formats", "csv, npy")
+    r = cdata.open(str(tmp_path), format="csv", label="label")  # only the CSV file
+    assert r.total == TOTAL
+    expect_error(lambda: cdata.open(str(tmp_path / "x.npy"), dtype="float64"),
+                 "dtype apply to CSV/TSV only")

@@ -41,14 +41,19 @@ def _format_of(path: str) -> Optional[str]:
     return None
 
 
-def _files(path_or_pattern: str):
-    """The files a path, directory or glob names (sorted)."""
+def _files(path_or_pattern: str, fmt: Optional[str]):
+    """The files a path, directory (its files of one format) or glob names (sorted)."""
     p = os.fspath(path_or_pattern)
     if os.path.isdir(p):
         files = sorted(os.path.join(p, f) for f in os.listdir(p)
-                       if _format_of(f) and os.path.isfile(os.path.join(p, f)))
+                       if os.path.isfile(os.path.join(p, f)) and _format_of(f)
+                       and (fmt is None or _format_of(f) == fmt))
         if not files:
-            raise DataError(f"{p}: the directory holds no data file")
+            raise DataError(f"{p}: the directory holds no {fmt or 'data'} file")
+        kinds = sorted({_format_of(f) for f in files})
+        if len(kinds) > 1:
+            raise DataError(f"{p}: the directory holds files of several formats "
+                            f"({', '.join(kinds)}); give format=")
         return files
     if os.path.exists(p):
         return [p]
@@ -206,11 +211,16 @@ def open(path_or_pattern, format: Optional[str] = None,  # noqa: A001 - concord.
         raise ValueError(f"concord.data: limit must be >= 0, not {limit}")
 
     def open_source():
-        files = _files(path_or_pattern)
+        files = _files(path_or_pattern, format)
         fmt = format or _format_of(files[0])
         if fmt is None:
             raise DataError(f"{files[0]}: unknown format (give format=, one of "
                             f"{', '.join(FORMATS)})")
+        text_only = [n for n, v in (("delimiter", delimiter), ("header", header),
+                                    ("dtype", dtype)) if v is not None]
+        if fmt not in ("csv", "tsv") and text_only:
+            raise DataError(f"{files[0]}: {', '.join(text_only)} apply to CSV/TSV only, not "
+                            f"{fmt} (cast after read())")
         return _source(fmt, files, features, label, delimiter, header, dtype)
 
     return Reader(agreed(open_source), shard, limit)
