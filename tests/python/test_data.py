@@ -148,11 +148,13 @@ def reference_epochs(total, size, seed, epoch, per_rank, mode):
     return [sorted(s[j] for s in shares for j in c if j < len(s)) for c in chunks]
 
 
+# 21 at 2 ranks and 19 at 3 end in a batch of only the partial row (it joins the one before)
+@pytest.mark.parametrize("total", [TOTAL, 21, 19])
 @pytest.mark.parametrize("mode", ["strided", "contiguous"])
-def test_shuffles_agree_across_ranks_and_change_per_epoch(comm_info, tmp_path, mode):
+def test_shuffles_agree_across_ranks_and_change_per_epoch(comm_info, tmp_path, mode, total):
     tf = pytest.importorskip("tensorflow")
     rank, size = comm_info
-    x, y = samples()
+    x, y = samples(total)
     path, kwargs = write_npy(str(tmp_path), x, y)
     r = cdata.open(path, shard=mode, **kwargs)
     batch = 2 * size
@@ -165,8 +167,8 @@ def test_shuffles_agree_across_ranks_and_change_per_epoch(comm_info, tmp_path, m
         assert len(set(steps.tolist())) == 1  # every rank runs the same number of steps
         assert all(len(b) for b in mine)  # no empty batch
         batches = [sorted(gather(b).tolist()) for b in mine]
-        assert batches == reference_epochs(TOTAL, size, 1234, epoch, 2, mode)
-        assert sorted(sum(batches, [])) == list(range(TOTAL))
+        assert batches == reference_epochs(total, size, 1234, epoch, 2, mode)
+        assert sorted(sum(batches, [])) == list(range(total))
         epochs.append(batches)
         own.append(mine)
     assert epochs[0] != epochs[1] and epochs[1] != epochs[2]  # a new order every epoch
@@ -288,7 +290,7 @@ def test_hdf5_large_samples_strided_hyperslabs(comm_info, tmp_path, mode):
     rank's samples leave the file)."""
     h5py = pytest.importorskip("h5py")
     rank, size = comm_info
-    n, width = 600, 16384  # 64 KiB a sample: over one 16 MiB window at 1 and 2 ranks
+    n, width = 300, 16384  # 64 KiB a sample: 19 MiB, over one 16 MiB window at 1 rank
     path = str(tmp_path / "big.h5")
     with h5py.File(path, "w") as f:
         d = f.create_dataset("x", (n, width), np.float32, chunks=(1, width))

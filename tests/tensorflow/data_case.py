@@ -33,7 +33,8 @@ model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
 r = cdata.open(os.path.join(out, "x.npy"), label="y.npy")
 x, y = r.read()
 seen.append([])
-model.fit(x / 1.0, y, batch_size=4, epochs=2, shuffle=True, callbacks=[Epochs()], verbose=0)
+model.fit(x / 1.0, y, batch_size=4, epochs=2, shuffle=True, callbacks=[Epochs()], verbose=0,
+          validation_data=(x[:6], y[:6]))  # a reader's arrays: batched, not sharded again
 seen.append([])
 model.fit(r.as_dataset(4, shuffle=True).prefetch(1), epochs=1, callbacks=[Epochs()], verbose=0)
 with open(os.path.join(out, f"rank{concord.rank()}.json"), "w") as f:

@@ -102,20 +102,22 @@ def array_dataset(x, y, sample_weight, batch_size, shuffle, seed=None):
                    per_rank_batch(batch_size, size), seed)
 
 
-def fit_inputs(x, y, sample_weight, batch_size, shuffle):
+def fit_inputs(x, y, sample_weight, global_batch, shuffle):
     """For the transparent mode: data a reader sharded, not sharded again.
-    None for a dataset (left as it is); for arrays (dataset, None, None, True)."""
+    None for a dataset (left as it is); for arrays (dataset, None, None, True)
+    batched by global_batch() (the launcher's global batch size)."""
     if not isinstance(x, (np.ndarray, list, tuple, dict)):
         return None
     if not all(a is None or isinstance(a, np.ndarray) for a in (x, y, sample_weight)):
         raise ValueError("concord.data: pass a reader's arrays to fit() as x and y arrays "
                          "(not lists or dicts), or use reader.as_dataset()")
-    return array_dataset(x, y, sample_weight, batch_size, shuffle), None, None, True
+    return array_dataset(x, y, sample_weight, global_batch(), shuffle), None, None, True
 
 
-def validation_inputs(validation_data, batch_size):
-    """fit()'s validation_data from a reader: a dataset as it is, arrays batched."""
+def validation_inputs(validation_data, global_batch):
+    """fit()'s validation_data from a reader: a dataset as it is, arrays batched
+    by global_batch()."""
     if not isinstance(validation_data, (tuple, list)):
         return validation_data
     vx, vy, vw = (tuple(validation_data) + (None, None))[:3]
-    return array_dataset(vx, vy, vw, batch_size, False)
+    return array_dataset(vx, vy, vw, global_batch(), False)

@@ -363,7 +363,8 @@ class _Patcher:
             return None
         from concord import data  # read by concord.data: each rank holds its share already
         if data.is_sharded(x):
-            return data.fit_inputs(x, y, sample_weight, self.global_batch(batch_size), shuffle)
+            return data.fit_inputs(x, y, sample_weight, lambda: self.global_batch(batch_size),
+                                   shuffle)
         if _numpy_inputs(x, y, sample_weight):
             return self.shard_numpy(x, y, sample_weight, batch_size, shuffle), None, None, True
         if isinstance(x, self.tf.data.Dataset):
@@ -377,7 +378,7 @@ class _Patcher:
         None when left alone."""
         from concord import data  # read by concord.data: each rank holds its share already
         if data.is_sharded(validation_data):
-            return data.validation_inputs(validation_data, self.global_batch(batch_size))
+            return data.validation_inputs(validation_data, lambda: self.global_batch(batch_size))
         if isinstance(validation_data, self.tf.data.Dataset):
             return self.shard_dataset(validation_data)
         if isinstance(validation_data, (tuple, list)) and 1 <= len(validation_data) <= 3:
