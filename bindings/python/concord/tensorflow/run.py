@@ -361,6 +361,10 @@ class _Patcher:
         they are left alone."""
         if self.size == 1:
             return None
+        from concord import data  # read by concord.data: each rank holds its share already
+        if data.is_sharded(x):
+            return data.fit_inputs(x, y, sample_weight, lambda: self.global_batch(batch_size),
+                                   shuffle)
         if _numpy_inputs(x, y, sample_weight):
             return self.shard_numpy(x, y, sample_weight, batch_size, shuffle), None, None, True
         if isinstance(x, self.tf.data.Dataset):
@@ -372,6 +376,9 @@ class _Patcher:
     def shard_validation(self, validation_data, batch_size):
         """fit()'s validation_data, sharded (a dataset where it was arrays), or
         None when left alone."""
+        from concord import data  # read by concord.data: each rank holds its share already
+        if data.is_sharded(validation_data):
+            return data.validation_inputs(validation_data, lambda: self.global_batch(batch_size))
         if isinstance(validation_data, self.tf.data.Dataset):
             return self.shard_dataset(validation_data)
         if isinstance(validation_data, (tuple, list)) and 1 <= len(validation_data) <= 3:

@@ -1,0 +1,131 @@
+"""CSV/TSV files (one sample a line, no line breaks inside fields). Text cannot
+be seeked by sample, so every rank reads the files sequentially, parses only
+the lines of its share and keeps only those. Blank lines are skipped."""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Union
+
+import numpy as np
+
+from ._agree import DataError
+
+_CHUNK_BYTES = 4 << 20  # text parsed at a time (bounds the text and float64 scratch)
+
+
+def _fields(line: bytes, delimiter: str) -> List[str]:
+    return [f.strip().strip('"') for f in line.decode().rstrip("\r\n").split(delimiter)]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _first_line(path: str):
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                return number, line
+    return None, None
+
+
+class CsvSource:
+    def __init__(self, files: Sequence[str], delimiter: str, header: Optional[bool],
+                 label: Union[None, int, str], features, dtype):
+        self.files, self.delimiter, self.dtype = list(files), delimiter, np.dtype(dtype)
+        number, line = _first_line(self.files[0])
+        if line is None:
+            raise DataError(f"{self.files[0]}: empty file (no header, no data)")
+        first = _fields(line, delimiter)
+        self.header = (not all(_is_number(v) for v in first)) if header is None else header
+        self.columns = first if self.header else [str(i) for i in range(len(first))]
+        self.label = None if label is None else self._column(label, "label")
+        if features is None:
+            self.features = [i for i in range(len(self.columns)) if i != self.label]
+        else:
+            self.features = [self._column(c, "feature") for c in (
+                features if isinstance(features, (list, tuple)) else [features])]
+        if not self.features:
+            raise DataError(f"{self.files[0]}: no feature columns")
+        self.counts = [self._count(p) for p in self.files]
+        self.total = sum(self.counts)
+        self.name = self.files[0] if len(self.files) == 1 else \
+            f"{len(self.files)} files ({self.files[0]}, ...)"
+
+    def _column(self, c, what) -> int:
+        if isinstance(c, (int, np.integer)) and not isinstance(c, bool):
+            if not -len(self.columns) <= c < len(self.columns):
+                raise DataError(f"{self.files[0]}: {what} column {c} does not exist (there are "
+                                f"{len(self.columns)} columns)")
+            return int(c) % len(self.columns)
+        if not self.header:
+            raise DataError(f"{self.files[0]}: {what} column {c!r} named, but the file has no "
+                            "header; give its index")
+        if c not in self.columns:
+            raise DataError(f"{self.files[0]}: no column named {c!r} (the header has "
+                            f"{', '.join(self.columns)})")
+        return self.columns.index(c)
+
+    def _data_lines(self, path):
+        """(line number, line) of every data line of `path`."""
+        with open(path, "rb") as f:
+            seen_header = not self.header
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                if not seen_header:
+                    seen_header = True
+                    if _fields(line, self.delimiter) != self.columns:
+                        raise DataError(f"{path}:{number}: the header differs from "
+                                        f"{self.files[0]}'s")
+                    continue
+                yield number, line
+
+    def _count(self, path) -> int:
+        return sum(1 for _ in self._data_lines(path))
+
+    def read(self, indices: np.ndarray):
+        wanted = np.zeros(self.total, bool)
+        wanted[indices] = True
+        x = np.empty((len(indices), len(self.features)), self.dtype)
+        y = None if self.label is None else np.empty(len(indices), np.float64)
+        ncols, done, g = len(self.columns), 0, 0
+        pending, pending_bytes, sep = [], 0, self.delimiter.encode()
+        for path in self.files:
+            for number, line in self._data_lines(path):
+                if wanted[g]:
+                    if line.count(sep) + 1 != ncols:
+                        raise DataError(f"{path}:{number}: {line.count(sep) + 1} fields, "
+                                        f"expected {ncols} (a ragged row)")
+                    pending.append((path, number, line))
+                    pending_bytes += len(line)
+                    if pending_bytes >= _CHUNK_BYTES:
+                        done = self._parse(pending, x, y, done)
+                        pending, pending_bytes = [], 0
+                g += 1
+        self._parse(pending, x, y, done)
+        return x, y
+
+    def _parse(self, lines, x, y, done):
+        if not lines:
+            return done
+        try:
+            values = np.loadtxt([ln.decode() for _, _, ln in lines], delimiter=self.delimiter,
+                                dtype=np.float64, ndmin=2, quotechar='"')
+        except ValueError:
+            self._explain(lines)
+            raise
+        x[done:done + len(lines)] = values[:, self.features]
+        if y is not None:
+            y[done:done + len(lines)] = values[:, self.label]
+        return done + len(lines)
+
+    def _explain(self, lines):
+        for path, number, line in lines:
+            for i, v in enumerate(_fields(line, self.delimiter)):
+                if not _is_number(v):
+                    raise DataError(f"{path}:{number}: {v!r} in column {self.columns[i]!r} is "
+                                    "not a number")

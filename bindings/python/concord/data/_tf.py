@@ -1,0 +1,123 @@
+"""tf.data datasets over a rank's share, and what the transparent mode
+(concord.tensorflow.run) needs to leave such data unsharded."""
+from __future__ import annotations
+
+import itertools
+import warnings
+from typing import Optional
+
+import numpy as np
+
+from . import _shard
+from ._agree import gather_ints, rank_size
+
+
+class ShardArray(np.ndarray):
+    """A numpy array holding one rank's share (from a concord.data reader).
+    Slices and numpy operations on it keep the type; np.asarray() drops it."""
+
+
+def mark(a: Optional[np.ndarray]):
+    return None if a is None else a.view(ShardArray)
+
+
+_MARK = "_concord_data_sharded"
+
+
+def _dataset_is_sharded(ds) -> bool:
+    todo, seen = [ds], set()
+    while todo:
+        d = todo.pop()
+        if id(d) in seen:
+            continue
+        seen.add(id(d))
+        if getattr(d, _MARK, False):
+            return True
+        try:
+            todo.extend(d._inputs())  # tf.data's private input walk: ds.map(...) of ours
+        except Exception:  # noqa: BLE001 - not every dataset lists its inputs
+            pass
+    return False
+
+
+def is_sharded(data) -> bool:
+    """Whether `data` (arrays, lists/tuples/dicts of them, or a tf.data
+    dataset) came from a concord.data reader and so holds this rank's share."""
+    if isinstance(data, ShardArray):
+        return True
+    if isinstance(data, dict):
+        return any(is_sharded(v) for v in data.values())
+    if isinstance(data, (list, tuple)):
+        return any(is_sharded(v) for v in data)
+    if hasattr(data, "_inputs") and hasattr(data, "element_spec"):
+        return _dataset_is_sharded(data)
+    return False
+
+
+def common_seed(seed) -> int:
+    """Rank 0's seed (drawn from numpy's global generator when None) everywhere."""
+    import concord
+    mine = np.random.randint(0, 2**31 - 1) if seed is None else int(seed)
+    if rank_size()[1] == 1:
+        return mine
+    return int(concord.broadcast(np.array([mine], np.int64), 0, name="concord.data/seed")[0])
+
+
+def per_rank_batch(batch_size: int, size: int) -> int:
+    if batch_size < size:
+        raise ValueError(f"concord.data: batch_size {batch_size} is smaller than the number of "
+                         f"ranks ({size}): it is the global batch, split over the ranks")
+    if batch_size % size and rank_size()[0] == 0:
+        warnings.warn(f"concord.data: batch_size {batch_size} is not a multiple of {size} ranks; "
+                      f"each rank takes {batch_size // size} samples a batch", stacklevel=3)
+    return batch_size // size
+
+
+def dataset(arrays, local_rows: int, full_rows: int, rows: int, batch: int, seed):
+    """A tf.data dataset of this rank's batches of `arrays` (a tuple), a new
+    order every iteration (epoch) when seed is not None."""
+    import tensorflow as tf
+    epochs = itertools.count()
+    steps = len(_shard.batches(local_rows, full_rows, rows, batch, None, 0))
+
+    def generate():
+        for positions in _shard.batches(local_rows, full_rows, rows, batch, seed, next(epochs)):
+            yield tuple(a[positions] for a in arrays)
+
+    spec = tuple(tf.TensorSpec((None,) + a.shape[1:], tf.as_dtype(a.dtype)) for a in arrays)
+    ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
+    setattr(ds, _MARK, True)
+    return ds
+
+
+def array_dataset(x, y, sample_weight, batch_size, shuffle, seed=None):
+    """Arrays that hold this rank's share (ShardArray) batched like a reader's
+    as_dataset(): the ranks' lengths decide the rows."""
+    size = rank_size()[1]
+    parts = tuple(np.asarray(a) for a in (x, y, sample_weight) if a is not None)
+    lengths = gather_ints([len(parts[0])], "lengths")[:, 0]
+    seed = common_seed(seed) if shuffle else None
+    return dataset(parts, len(parts[0]), int(lengths.min()), int(lengths.max()),
+                   per_rank_batch(batch_size, size), seed)
+
+
+def fit_inputs(x, y, sample_weight, global_batch, shuffle):
+    """For the transparent mode: data a reader sharded, not sharded again.
+    None for a dataset (left as it is); for arrays (dataset, None, None, True)
+    batched by global_batch() (the launcher's global batch size)."""
+    if not isinstance(x, (np.ndarray, list, tuple, dict)):
+        return None
+    if not all(a is None or isinstance(a, np.ndarray) for a in (x, y, sample_weight)):
+        raise ValueError("concord.data: pass a reader's arrays to fit() as x and y arrays "
+                         "(not lists or dicts), or use reader.as_dataset()")
+    return array_dataset(x, y, sample_weight, global_batch(), shuffle), None, None, True
+
+
+def validation_inputs(validation_data, global_batch):
+    """fit()'s validation_data from a reader: a dataset as it is, arrays batched
+    by global_batch()."""
+    if not isinstance(validation_data, (tuple, list)):
+        return validation_data
+    vx, vy, vw = (tuple(validation_data) + (None, None))[:3]
+    return array_dataset(vx, vy, vw, global_batch(), False)
