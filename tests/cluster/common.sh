@@ -47,3 +47,21 @@ tbf_burst() {
   ((bits / 8000 > burst)) && burst=$((bits / 8000))
   echo "$burst"
 }
+
+# The environment of an MPI job on the cluster (mpirun and concordrun alike).
+# Inter-host bytes go over TCP through eth0: without UCX_TLS, UCX finds the other
+# "hosts'" processes on the same kernel and uses shared memory or CMA. Ranks on
+# one host still use MPICH's own shared memory. MPICH 4.0's MPI_Finalize can hang
+# over UCX TCP (docs/SCALING.md, "The exit hang"); the ranks preload a deadline
+# on its endpoint closes unless CONCORD_CLUSTER_PRELOAD=0 (to show the hang).
+cluster_mpi_env() {
+  export UCX_TLS=${UCX_TLS:-tcp,self}
+  export UCX_NET_DEVICES=${UCX_NET_DEVICES:-eth0}
+  local here shim
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  shim=${BUILD_DIR:-$here/../../build}/tests/cluster/libconcord_ucx_close_deadline.so
+  if [ "${CONCORD_CLUSTER_PRELOAD:-1}" != 0 ]; then
+    [ -f "$shim" ] || { echo "cluster: $shim is not built (it keeps MPI_Finalize from hanging)" >&2; return 1; }
+    case ":${LD_PRELOAD:-}:" in *":$shim:"*) ;; *) export LD_PRELOAD=$shim${LD_PRELOAD:+:$LD_PRELOAD} ;; esac
+  fi
+}
