@@ -42,6 +42,15 @@ static double deadline_s(void) {
   return s > 0 ? s : 2.0;
 }
 
+/* The real function: the next definition, or libucp's own where libmpich (and so
+ * libucp) was loaded RTLD_LOCAL, as by a Python extension module. */
+static void* real_symbol(const char* name) {
+  void* f = dlsym(RTLD_NEXT, name);
+  if (f) return f;
+  void* ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_NOLOAD);
+  return ucp ? dlsym(ucp, name) : NULL;
+}
+
 static int is_close(void* request) {
   for (size_t i = 0; i < n_closes; ++i)
     if (closes[i] == request) return 1;
@@ -50,7 +59,7 @@ static int is_close(void* request) {
 
 EXPORT ucs_status_ptr_t ucp_disconnect_nb(ucp_ep_h ep) {
   static ucs_status_ptr_t (*real)(ucp_ep_h);
-  if (!real) real = (ucs_status_ptr_t(*)(ucp_ep_h))dlsym(RTLD_NEXT, "ucp_disconnect_nb");
+  if (!real) real = (ucs_status_ptr_t(*)(ucp_ep_h))real_symbol("ucp_disconnect_nb");
   if (first_close < 0) first_close = now();
   ucs_status_ptr_t request = real(ep);
   /* A pointer past the error range is a request (UCS_PTR_IS_PTR). */
@@ -68,7 +77,7 @@ EXPORT ucs_status_ptr_t ucp_disconnect_nb(ucp_ep_h ep) {
 
 EXPORT int ucp_request_is_completed(void* request) {
   static int (*real)(void*);
-  if (!real) real = (int (*)(void*))dlsym(RTLD_NEXT, "ucp_request_is_completed");
+  if (!real) real = (int (*)(void*))real_symbol("ucp_request_is_completed");
   if (real(request)) return 1;
   return first_close >= 0 && now() - first_close > deadline_s() && is_close(request);
 }
