@@ -4,6 +4,7 @@
     cluster_model.py fit DIR -o model.json        fit the levels from concord-bench records
     cluster_model.py validate DIR --model model.json   predicted vs measured, with the error
     cluster_model.py predict --model model.json --link ib-hdr --ranks-per-host 8
+    cluster_model.py summary DIR                  measured tables: latency by size, ratios
     cluster_model.py tune --model model.json --link eth-25g --hosts 512 --ranks-per-host 8 \\
         -o tuning.json                             a CONCORD_TUNING_FILE for that cluster
 
@@ -195,6 +196,19 @@ def _coefficients(algorithm, p, n):
     return a, b, g
 
 
+# A reduction's cost where the fit could not separate it from the copies (gamma 0): one
+# core's float32 add over memory-sized buffers, 7.5 GB/s (bench/RESULTS.md, memcpy roofline).
+GAMMA_FALLBACK = 1 / 7.5e9
+
+
+def with_gamma(model):
+    if model.get("gamma", 0) > 0:
+        return model
+    print(f"note: the fitted gamma is 0; using 1/{1 / GAMMA_FALLBACK / 1e9:.1f} GB/s "
+          "(one core's float32 add, bench/RESULTS.md)\n", file=sys.stderr)
+    return dict(model, gamma=GAMMA_FALLBACK)
+
+
 def link_params(model, name):
     if name in LINKS:
         return LINKS[name]
@@ -234,12 +248,15 @@ def cmd_validate(args):
         if args.min_bytes <= x["bytes"]:
             print(f"| {x['hosts']}x{x['r']} | {x['link']} | {x['algorithm']} | {x['bytes']} | "
                   f"{x['seconds'] * 1e6:.1f} | {x['predicted'] * 1e6:.1f} | {x['error']:+.0%} |")
-    print("\n| shape | link | points | median abs error | 90th percentile |")
-    print("|---|---|---:|---:|---:|")
+    print("\n| shape | link | points | median abs error | 90th percentile | median, >= 1 MiB |")
+    print("|---|---|---:|---:|---:|---:|")
     groups = sorted({(x["hosts"], x["r"], x["link"]) for x in rows})
     for h, r, link in groups:
-        e = [abs(x["error"]) for x in rows if (x["hosts"], x["r"], x["link"]) == (h, r, link)]
-        print(f"| {h}x{r} | {link} | {len(e)} | {np.median(e):.0%} | {np.percentile(e, 90):.0%} |")
+        group = [x for x in rows if (x["hosts"], x["r"], x["link"]) == (h, r, link)]
+        e = [abs(x["error"]) for x in group]
+        big = [abs(x["error"]) for x in group if x["bytes"] >= 1 << 20] or [float("nan")]
+        print(f"| {h}x{r} | {link} | {len(e)} | {np.median(e):.0%} | {np.percentile(e, 90):.0%} "
+              f"| {np.median(big):.0%} |")
 
 
 def sizes(max_bytes):
@@ -251,7 +268,7 @@ def sizes(max_bytes):
 
 
 def cmd_predict(args):
-    model = json.load(open(args.model))
+    model = with_gamma(json.load(open(args.model)))
     link = link_params(model, args.link)
     r = args.ranks_per_host
     print(f"link {args.link}: alpha {link['alpha'] * 1e6:.2f} us, "
@@ -263,7 +280,7 @@ def cmd_predict(args):
     print("|---:|---:|" + "---:|" * len(ALGORITHMS) + "---|")
     for hosts in args.hosts:
         p = hosts * r
-        for n in sizes(args.max_bytes):
+        for n in args.sizes or sizes(args.max_bytes):
             times = {a: predict(a, hosts, r, n, model, link) for a in ALGORITHMS}
             cells = [f"{t * 1e6:.1f} ({2 * (p - 1) / p * n / t / 1e9:.2f})" for t in times.values()]
             print(f"| {hosts} | {n} | " + " | ".join(cells) + f" | {min(times, key=times.get)} |")
@@ -271,6 +288,30 @@ def cmd_predict(args):
 
 def _rate(beta):
     return f"{1 / beta / 1e9:.2f} GB/s" if beta > 0 else "unbounded"
+
+
+def cmd_summary(args):
+    """Per shape and link: each implementation's latency by size (same run, interleaved),
+    MPI_Allreduce / concord Auto, and the best flat algorithm / Hierarchical."""
+    for name in sorted(os.listdir(args.dir)):
+        if not re.fullmatch(r"\d+x\d+_[a-z0-9]+\.json", name):
+            continue
+        recs = json.load(open(os.path.join(args.dir, name)))
+        by = {}
+        for r in recs:
+            key = r["algorithm"] if r["impl"] == "concord" else r["impl"]
+            by.setdefault(r["bytes"], {})[key] = r["avg_us"]
+        cols = [c for c in ALGORITHMS + ("auto", "mpi") if any(c in v for v in by.values())]
+        print(f"\n### {name[:-5].replace('_', ' at ')}: latency in us\n")
+        print("| bytes | " + " | ".join(cols) + " | mpi / auto | best flat / hierarchical |")
+        print("|---:|" + "---:|" * (len(cols) + 2))
+        for n in sorted(by):
+            v = by[n]
+            cells = [f"{v[c]:.0f}" if c in v else "" for c in cols]
+            ratio = f"{v['mpi'] / v['auto']:.2f}" if "mpi" in v and "auto" in v else ""
+            flat = [v[a] for a in FLAT if a in v]
+            hier = f"{min(flat) / v['hierarchical']:.2f}" if flat and "hierarchical" in v else ""
+            print(f"| {n} | " + " | ".join(cells) + f" | {ratio} | {hier} |")
 
 
 def cmd_tune(args):
@@ -317,6 +358,10 @@ def main(argv=None):
     p.add_argument("--hosts", type=lambda s: [int(x) for x in s.split(",")],
                    default=[2, 8, 64, 512, 4096])
     p.add_argument("--max-bytes", type=int, default=1 << 30)
+    p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
+                   help="comma list of byte counts (default: 4 B to --max-bytes, x4)")
+    s = sub.add_parser("summary")
+    s.add_argument("dir")
     t = sub.add_parser("tune")
     t.add_argument("--model", required=True)
     t.add_argument("--link", required=True)
@@ -324,7 +369,8 @@ def main(argv=None):
     t.add_argument("--ranks-per-host", type=int, default=8)
     t.add_argument("-o", "--output", required=True)
     args = ap.parse_args(argv)
-    {"fit": cmd_fit, "validate": cmd_validate, "predict": cmd_predict, "tune": cmd_tune}[
+    {"fit": cmd_fit, "validate": cmd_validate, "predict": cmd_predict, "tune": cmd_tune,
+     "summary": cmd_summary}[
         args.command](args)
 
 
