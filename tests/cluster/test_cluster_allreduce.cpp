@@ -5,8 +5,8 @@
 // Run by tests/cluster/run-ci at 2x2, 1+2+1 and 4x1 ranks per host.
 #include <catch2/catch.hpp>
 
-#include <concord/concord.hpp>
 #include <mpi.h>
+#include <concord/concord.hpp>
 
 #include "mpi/test_support.hpp"
 

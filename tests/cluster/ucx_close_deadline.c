@@ -26,7 +26,7 @@ typedef void* ucs_status_ptr_t;
 
 #define EXPORT __attribute__((visibility("default")))
 
-static void** closes;    /* the close requests handed to MPICH */
+static void** closes; /* the close requests handed to MPICH */
 static size_t n_closes, cap_closes;
 static double first_close = -1.0;
 
