@@ -76,3 +76,42 @@ def test_runner_takes_a_module(tmp_path, monkeypatch):
     assert (o.module, o.script, o.args) == (None, "train.py", ["-m", "x"])
     with pytest.raises(SystemExit):
         _parse(["--no-seed"])
+
+
+@pytest.mark.parametrize("option", ["-hosts", "-host", "-H"])
+def test_host_lists_become_hydra_hosts(option):
+    cmd = build_command(["-np", "4", option, "node1:2, node2:2", "./prog"])
+    assert cmd[3:] == ["-hosts", "node1:2,node2:2", "./prog"]
+    cmd = build_command(["-np", "3", option, "a,b.example.org,198.18.0.3", "./prog"])
+    assert cmd[3:5] == ["-hosts", "a,b.example.org,198.18.0.3"]
+
+
+@pytest.mark.parametrize("hosts, message", [
+    ("a,,b", "empty host name"),
+    ("a:0", "at least 1"),
+    ("a:two", "not a host or host:slots"),
+    ("a b", "not a host or host:slots"),
+])
+def test_bad_host_lists(hosts, message):
+    with pytest.raises(SystemExit, match=message):
+        build_command(["-np", "2", "-hosts", hosts, "./prog"])
+
+
+def test_hostfile_is_checked_and_passed(tmp_path):
+    f = tmp_path / "hosts"
+    f.write_text("# the nodes\nnode1:2\n\nnode2  # second\n")
+    assert build_command(["-np", "3", "-f", str(f), "./p"])[3:] == ["-f", str(f), "./p"]
+    f.write_text("node1:2\nnode2:x\n")
+    with pytest.raises(SystemExit, match="line 2: 'node2:x'"):
+        build_command(["-np", "3", "-f", str(f), "./p"])
+    f.write_text("# nothing\n")
+    with pytest.raises(SystemExit, match="lists no host"):
+        build_command(["-np", "3", "-hostfile", str(f), "./p"])
+    with pytest.raises(SystemExit, match="cannot read it"):
+        build_command(["-np", "3", "-f", str(tmp_path / "missing"), "./p"])
+
+
+def test_launcher_exec_takes_a_value():
+    cmd = build_command(["-np", "2", "-launcher", "ssh", "-launcher-exec", "/x/netns-exec",
+                         "./p"])
+    assert cmd[3:] == ["-launcher", "ssh", "-launcher-exec", "/x/netns-exec", "./p"]

@@ -2,6 +2,12 @@
 
     concordrun -np 4 python train.py --epochs 3
     concordrun -np 2 -genv OMP_NUM_THREADS 1 python script.py
+    concordrun -np 4 -hosts node1,node2 python train.py       (ranks round-robin over hosts)
+    concordrun -np 4 -H node1:2,node2:2 python train.py       (Open MPI spelling of -hosts)
+    concordrun -np 8 -f hostfile python train.py              (lines "host" or "host:slots")
+
+Inside a Slurm allocation (salloc/sbatch) MPICH's mpiexec finds the nodes and starts
+the ranks with srun itself; no host option is needed. docs/SCALING.md has the recipes.
 
 A Python script runs data-parallel through concord.tensorflow.run (an unmodified
 Keras script: sharded inputs, averaged gradients, rank 0 writes) when TensorFlow is
@@ -23,7 +29,13 @@ _VALUED = {"-genv": 2, "-env": 2, "-host": 1, "-hosts": 1, "-f": 1, "-hostfile":
            "-rmk": 1, "-demux": 1, "-outfile-pattern": 1, "-errfile-pattern": 1,
            "-prepend-pattern": 1, "-bootstrap": 1, "-bootstrap-exec": 1, "-rankmap": 1,
            "-gpus-per-proc": 1, "-usize": 1, "-nameserver": 1, "-localhost": 1,
-           "-topolib": 1, "-binding": 1}
+           "-topolib": 1, "-binding": 1,
+           "-launcher-exec": 1}
+
+# Host options; each is checked here so a typo fails before any host is contacted.
+_HOSTS = ("-hosts", "-host", "-H")
+_HOSTFILES = ("-f", "-hostfile", "-machinefile")
+_HOST_ENTRY = re.compile(r"^[A-Za-z0-9_.\[\]:-]+?(:[0-9]+)?$")
 
 # A Python interpreter, by its file name: python, python3, python3.11, /venv/bin/python.
 _PYTHON = re.compile(r"python[0-9.]*$")
@@ -55,6 +67,42 @@ def _python_program(program, tensorflow):
     return [interpreter] + flags + rest
 
 
+def _check_host_entry(entry, where):
+    """One "host" or "host:slots"; raises SystemExit naming what is wrong."""
+    host, _, slots = entry.partition(":") if entry.count(":") == 1 else (entry, "", "")
+    if not host or not _HOST_ENTRY.match(entry) or (slots and not slots.isdigit()):
+        raise SystemExit(f"concordrun: {where}: '{entry}' is not a host or host:slots")
+    if slots and int(slots) < 1:
+        raise SystemExit(f"concordrun: {where}: '{entry}' has {slots} slots; it needs at least 1")
+
+
+def _host_list(option, value):
+    """-hosts/-host/-H value → Hydra's -hosts value (the same syntax), checked."""
+    entries = value.split(",")
+    if any(not e.strip() for e in entries):
+        raise SystemExit(f"concordrun: {option} '{value}' has an empty host name")
+    for e in entries:
+        _check_host_entry(e.strip(), option)
+    return ",".join(e.strip() for e in entries)
+
+
+def _check_hostfile(option, path):
+    """A Hydra hostfile: one "host" or "host:slots" per line, # comments."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise SystemExit(f"concordrun: {option} {path}: cannot read it ({e.strerror})")
+    hosts = 0
+    for number, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if line:
+            _check_host_entry(line, f"{path} line {number}")
+            hosts += 1
+    if hosts == 0:
+        raise SystemExit(f"concordrun: {option} {path} lists no host")
+
+
 def build_command(argv, tensorflow=True):
     """(mpiexec argv) from concordrun's argv; raises SystemExit on bad usage."""
     ranks = None
@@ -80,9 +128,15 @@ def build_command(argv, tensorflow=True):
             break
         if not a.startswith("-"):
             break
-        n = _VALUED.get(a, 0)
+        n = 1 if a == "-H" else _VALUED.get(a, 0)
         if i + n >= len(argv):
             raise SystemExit(f"concordrun: {a} needs {n} value(s)")
+        if a in _HOSTS:
+            mpi_args.extend(["-hosts", _host_list(a, argv[i + 1])])
+            i += 2
+            continue
+        if a in _HOSTFILES:
+            _check_hostfile(a, argv[i + 1])
         mpi_args.extend(argv[i:i + 1 + n])
         i += 1 + n
     program = argv[i:]

@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""An alpha-beta-gamma model of concord's allreduce algorithms on a cluster.
+
+    cluster_model.py fit DIR -o model.json        fit the levels from concord-bench records
+    cluster_model.py validate DIR --model model.json   predicted vs measured, with the error
+    cluster_model.py predict --model model.json --link ib-hdr --ranks-per-host 8
+    cluster_model.py summary DIR                  measured tables: latency by size, ratios
+    cluster_model.py tune --model model.json --link eth-25g --hosts 512 --ranks-per-host 8 \\
+        -o tuning.json                             a CONCORD_TUNING_FILE for that cluster
+
+DIR holds concord-bench --json records named SHAPE_LINK.json (bench/cluster_bench writes
+them): SHAPE is HOSTSxRANKS (2x2, 4x1, 1x2), LINK the link rate (1gbit, 10gbit, none).
+
+Levels, each with a latency alpha (s per message) and a cost beta (s per byte):
+  mpi   MPICH between two ranks of one host (the flat algorithms' intra-host hops)
+  shm   concord's shared memory inside a host (Hierarchical's node phases)
+  net   one host's link to the others (per link rate); ranks of a host share it
+and gamma (s per byte reduced). The flat algorithms' cost is summed over their steps;
+a step takes as long as its slowest hop, and a step where every rank of a host crosses
+the network puts all of their bytes through that host's one link. docs/SCALING.md has
+the formulas and what they leave out.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+import numpy as np
+
+FLAT = ("ring", "recursive_doubling", "reduce_scatter_allgather")
+ALGORITHMS = FLAT + ("hierarchical",)
+# Typical links (alpha: one small-message MPI latency; beta: 1 / achievable bandwidth),
+# with where the numbers come from; docs/SCALING.md repeats them.
+LINKS = {
+    "ib-hdr": {"alpha": 1.5e-6, "beta": 1 / 12.0e9,
+               "about": "100 Gbit/s InfiniBand (HDR100): ~1.5 us MPI latency, ~12 GB/s (OSU)"},
+    "eth-100g": {"alpha": 5e-6, "beta": 1 / 11.0e9,
+                 "about": "100 Gbit/s Ethernet with RoCE: ~5 us, ~11 GB/s"},
+    "eth-25g": {"alpha": 15e-6, "beta": 1 / 2.8e9,
+                "about": "25 Gbit/s Ethernet over TCP: ~15 us, ~2.8 GB/s"},
+}
+
+
+def parse_shape(text):
+    m = re.fullmatch(r"(\d+)x(\d+)", text)
+    if not m:
+        raise SystemExit(f"cluster_model: shape '{text}' is not HOSTSxRANKS")
+    return int(m.group(1)), int(m.group(2))
+
+
+# -- the cost of each algorithm, as (count of alpha, bytes at beta, bytes reduced) per level --
+
+def _step(cost, hosts, r, distance, nbytes, params, link):
+    """One exchange step of `nbytes` per rank with the partner `distance` ranks away
+    (ranks numbered host by host): the time of its slowest hop."""
+    if distance >= r and hosts > 1:
+        # Every rank of the host crosses: their bytes share the host's link.
+        return link["alpha"] + min(r, distance) * nbytes * link["beta"]
+    return params["mpi"]["alpha"] + nbytes * params["mpi"]["beta"]
+
+
+def flat_time(algorithm, hosts, r, n, params, link):
+    p = hosts * r
+    if p == 1:
+        return 0.0
+    g = params["gamma"]
+    if algorithm == "ring":
+        c = n / p
+        net = link["alpha"] + c * link["beta"] if hosts > 1 else 0.0
+        intra = params["mpi"]["alpha"] + c * params["mpi"]["beta"] if r > 1 else 0.0
+        return 2 * (p - 1) * max(net, intra) + (p - 1) * c * g
+    steps = int(math.floor(math.log2(p)))
+    extra = p - 2 ** steps  # non-powers of two: one extra exchange in and out
+    t = 0.0
+    if extra:
+        t += 2 * (params["mpi"]["alpha"] + n * params["mpi"]["beta"]) + n * g
+    if algorithm == "recursive_doubling":
+        for k in range(steps):
+            t += _step(None, hosts, r, 2 ** k, n, params, link) + n * g
+        return t
+    if algorithm == "reduce_scatter_allgather":
+        for k in range(steps):  # halving from the farthest partner, then doubling back
+            part = n / 2 ** (k + 1)
+            d = 2 ** (steps - 1 - k)
+            t += 2 * _step(None, hosts, r, d, part, params, link) + part * g
+        return t
+    raise ValueError(algorithm)
+
+
+def hierarchical_time(hosts, r, n, params, link, inter=None):
+    """Shared-memory reduce-scatter and allgather in the host, and each local rank
+    allreducing its 1/r shard across the hosts at once (the host's link carries the
+    whole message), with the flat algorithm `inter` (default: the fastest)."""
+    shm = params["shm"]
+    t = 0.0
+    if r > 1:
+        t = 2 * shm["alpha"] + 2 * n * shm["beta"] + n * (r - 1) / r * params["gamma"]
+    if hosts > 1:
+        shared = dict(link, beta=link["beta"] * r)  # r shards share the link
+        options = [inter] if inter else FLAT
+        t += min(flat_time(a, hosts, 1, n / r, params, shared) for a in options)
+    return t
+
+
+def predict(algorithm, hosts, r, n, params, link):
+    if algorithm == "hierarchical":
+        return hierarchical_time(hosts, r, n, params, link)
+    return flat_time(algorithm, hosts, r, n, params, link)
+
+
+# -- fitting --------------------------------------------------------------------------
+
+def load_runs(directory):
+    runs = []
+    for name in sorted(os.listdir(directory)):
+        m = re.fullmatch(r"(\d+x\d+)_([a-z0-9]+)\.json", name)
+        if not m:
+            continue
+        hosts, r = parse_shape(m.group(1))
+        for rec in json.load(open(os.path.join(directory, name))):
+            if rec.get("impl") != "concord" or rec.get("algorithm") in (None, "auto"):
+                continue
+            runs.append({"hosts": hosts, "r": r, "link": m.group(2), "algorithm": rec["algorithm"],
+                         "bytes": rec["bytes"], "seconds": rec["avg_us"] * 1e-6})
+    if not runs:
+        raise SystemExit(f"cluster_model: no SHAPE_LINK.json records in {directory}")
+    return runs
+
+
+def _least_squares(rows, times):
+    """Non-negative least squares on relative error (each row scaled by 1/time)."""
+    a = np.array(rows, dtype=float) / np.array(times)[:, None]
+    b = np.ones(len(times))
+    free = list(range(a.shape[1]))
+    x = np.zeros(a.shape[1])
+    while free:
+        sol, *_ = np.linalg.lstsq(a[:, free], b, rcond=None)
+        if (sol >= 0).all():
+            x[free] = sol
+            break
+        free.pop(int(np.argmin(sol)))
+    return x
+
+
+def fit(runs):
+    """mpi and gamma from one host's flat runs; shm from its Hierarchical runs; net
+    per link from one-rank-per-host flat runs. Runs mixing levels (2x2) only validate."""
+    one_host = [x for x in runs if x["hosts"] == 1]
+    flat1 = [x for x in one_host if x["algorithm"] in FLAT]
+    if not flat1:
+        raise SystemExit("cluster_model: fit needs one-host runs (1xR) of the flat algorithms")
+    rows, times = [], []
+    for x in flat1:
+        p, n = x["r"], x["bytes"]
+        a, b, g = _coefficients(x["algorithm"], p, n)
+        rows.append([a, b, g])
+        times.append(x["seconds"])
+    am, bm, g = _least_squares(rows, times)
+    params = {"mpi": {"alpha": am, "beta": bm}, "gamma": g}
+    hier = [x for x in one_host if x["algorithm"] == "hierarchical"]
+    rows, times = [], []
+    for x in hier:
+        n, r = x["bytes"], x["r"]
+        rows.append([2, 2 * n])
+        times.append(x["seconds"] - n * (r - 1) / r * g)
+    keep = [i for i, t in enumerate(times) if t > 0]
+    sa, sb = _least_squares([rows[i] for i in keep], [times[i] for i in keep]) if keep else (0, 0)
+    params["shm"] = {"alpha": sa, "beta": sb}
+    params["net"] = {}
+    for link in sorted({x["link"] for x in runs if x["hosts"] > 1 and x["r"] == 1}):
+        sel = [x for x in runs if x["link"] == link and x["r"] == 1 and x["hosts"] > 1
+               and x["algorithm"] in FLAT]
+        rows, times = [], []
+        for x in sel:
+            a, b, gg = _coefficients(x["algorithm"], x["hosts"], x["bytes"])
+            rows.append([a, b])
+            times.append(max(x["seconds"] - gg * g, 1e-9))
+        na, nb = _least_squares(rows, times)
+        params["net"][link] = {"alpha": na, "beta": nb}
+    return params
+
+
+def _coefficients(algorithm, p, n):
+    """(alpha count, beta bytes, gamma bytes) of a flat algorithm on p ranks over one
+    kind of hop (so its time is linear in the level's parameters)."""
+    one = {"mpi": {"alpha": 1.0, "beta": 0.0}, "gamma": 0.0}
+    link = {"alpha": 1.0, "beta": 0.0}
+    hosts, r = (p, 1)
+    a = flat_time(algorithm, hosts, r, n, one, link)
+    one_b = {"mpi": {"alpha": 0.0, "beta": 1.0}, "gamma": 0.0}
+    b = flat_time(algorithm, hosts, r, n, one_b, {"alpha": 0.0, "beta": 1.0})
+    one_g = {"mpi": {"alpha": 0.0, "beta": 0.0}, "gamma": 1.0}
+    g = flat_time(algorithm, hosts, r, n, one_g, {"alpha": 0.0, "beta": 0.0})
+    return a, b, g
+
+
+# A reduction's cost where the fit could not separate it from the copies (gamma 0): one
+# core's float32 add over memory-sized buffers, 7.5 GB/s (bench/RESULTS.md, memcpy roofline).
+GAMMA_FALLBACK = 1 / 7.5e9
+
+
+def with_gamma(model):
+    if model.get("gamma", 0) > 0:
+        return model
+    print(f"note: the fitted gamma is 0; using 1/{1 / GAMMA_FALLBACK / 1e9:.1f} GB/s "
+          "(one core's float32 add, bench/RESULTS.md)\n", file=sys.stderr)
+    return dict(model, gamma=GAMMA_FALLBACK)
+
+
+def link_params(model, name):
+    if name in LINKS:
+        return LINKS[name]
+    if name in model["net"]:
+        return model["net"][name]
+    raise SystemExit(f"cluster_model: link '{name}' is neither fitted ({', '.join(model['net'])})"
+                     f" nor a typical one ({', '.join(LINKS)})")
+
+
+# -- commands -------------------------------------------------------------------------
+
+def cmd_fit(args):
+    params = fit(load_runs(args.dir))
+    params["fitted_from"] = os.path.abspath(args.dir)
+    with open(args.output, "w") as f:
+        json.dump(params, f, indent=1)
+    print(json.dumps(params, indent=1))
+
+
+def validate_rows(model, runs):
+    rows = []
+    for x in runs:
+        if x["link"] not in model["net"] and x["hosts"] > 1:
+            continue
+        link = model["net"].get(x["link"], {"alpha": 0, "beta": 0})
+        t = predict(x["algorithm"], x["hosts"], x["r"], x["bytes"], model, link)
+        rows.append(dict(x, predicted=t, error=(t - x["seconds"]) / x["seconds"]))
+    return rows
+
+
+def cmd_validate(args):
+    model = json.load(open(args.model))
+    rows = validate_rows(model, load_runs(args.dir))
+    print("| shape | link | algorithm | bytes | measured us | predicted us | error |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for x in rows:
+        if args.min_bytes <= x["bytes"]:
+            print(f"| {x['hosts']}x{x['r']} | {x['link']} | {x['algorithm']} | {x['bytes']} | "
+                  f"{x['seconds'] * 1e6:.1f} | {x['predicted'] * 1e6:.1f} | {x['error']:+.0%} |")
+    print("\n| shape | link | points | median abs error | 90th percentile | median, >= 1 MiB |")
+    print("|---|---|---:|---:|---:|---:|")
+    groups = sorted({(x["hosts"], x["r"], x["link"]) for x in rows})
+    for h, r, link in groups:
+        group = [x for x in rows if (x["hosts"], x["r"], x["link"]) == (h, r, link)]
+        e = [abs(x["error"]) for x in group]
+        big = [abs(x["error"]) for x in group if x["bytes"] >= 1 << 20] or [float("nan")]
+        print(f"| {h}x{r} | {link} | {len(e)} | {np.median(e):.0%} | {np.percentile(e, 90):.0%} "
+              f"| {np.median(big):.0%} |")
+
+
+def sizes(max_bytes):
+    n, out = 4, []
+    while n <= max_bytes:
+        out.append(n)
+        n *= 4
+    return out
+
+
+def cmd_predict(args):
+    model = with_gamma(json.load(open(args.model)))
+    link = link_params(model, args.link)
+    r = args.ranks_per_host
+    print(f"link {args.link}: alpha {link['alpha'] * 1e6:.2f} us, "
+          f"{1 / link['beta'] / 1e9:.2f} GB/s; {link.get('about', 'fitted here')}")
+    print(f"host: shm alpha {model['shm']['alpha'] * 1e6:.2f} us, beta^-1 "
+          f"{_rate(model['shm']['beta'])}; gamma^-1 {_rate(model['gamma'])} (fitted here)\n")
+    print("| hosts | bytes | " + " | ".join(f"{a} us (busbw GB/s)" for a in ALGORITHMS)
+          + " | best |")
+    print("|---:|---:|" + "---:|" * len(ALGORITHMS) + "---|")
+    for hosts in args.hosts:
+        p = hosts * r
+        for n in args.sizes or sizes(args.max_bytes):
+            times = {a: predict(a, hosts, r, n, model, link) for a in ALGORITHMS}
+            cells = [f"{t * 1e6:.1f} ({2 * (p - 1) / p * n / t / 1e9:.2f})" for t in times.values()]
+            print(f"| {hosts} | {n} | " + " | ".join(cells) + f" | {min(times, key=times.get)} |")
+
+
+def _rate(beta):
+    return f"{1 / beta / 1e9:.2f} GB/s" if beta > 0 else "unbounded"
+
+
+def cmd_summary(args):
+    """Per shape and link: each implementation's latency by size (same run, interleaved),
+    MPI_Allreduce / concord Auto, and the best flat algorithm / Hierarchical."""
+    for name in sorted(os.listdir(args.dir)):
+        if not re.fullmatch(r"\d+x\d+_[a-z0-9]+\.json", name):
+            continue
+        recs = json.load(open(os.path.join(args.dir, name)))
+        by = {}
+        for r in recs:
+            key = r["algorithm"] if r["impl"] == "concord" else r["impl"]
+            by.setdefault(r["bytes"], {})[key] = r["avg_us"]
+        cols = [c for c in ALGORITHMS + ("auto", "mpi") if any(c in v for v in by.values())]
+        print(f"\n### {name[:-5].replace('_', ' at ')}: latency in us\n")
+        print("| bytes | " + " | ".join(cols) + " | mpi / auto | best flat / hierarchical |")
+        print("|---:|" + "---:|" * (len(cols) + 2))
+        for n in sorted(by):
+            v = by[n]
+            cells = [f"{v[c]:.0f}" if c in v else "" for c in cols]
+            ratio = f"{v['mpi'] / v['auto']:.2f}" if "mpi" in v and "auto" in v else ""
+            flat = [v[a] for a in FLAT if a in v]
+            hier = f"{min(flat) / v['hierarchical']:.2f}" if flat and "hierarchical" in v else ""
+            print(f"| {n} | " + " | ".join(cells) + f" | {ratio} | {hier} |")
+
+
+def cmd_tune(args):
+    """The Auto table for a cluster shape: Auto takes Hierarchical wherever ranks share a
+    host, and Hierarchical's step across hosts asks the table for `hosts` ranks; so the
+    rule for up to `hosts` ranks holds the best flat algorithm across hosts by size."""
+    model = json.load(open(args.model))
+    link = dict(link_params(model, args.link))
+    link["beta"] *= args.ranks_per_host  # the host's shards share its link
+    entries = []
+    for n in [2 ** k for k in range(2, 31)]:
+        times = {a: flat_time(a, args.hosts, 1, n, model, link) for a in FLAT}
+        best = min(times, key=times.get)
+        if entries and entries[-1]["algorithm"] == best:
+            entries[-1]["max_bytes"] = n
+        else:
+            entries.append({"max_bytes": n, "algorithm": best})
+    entries[-1]["max_bytes"] = None
+    table = {
+        "description": f"From the alpha-beta-gamma model ({args.model}) for {args.hosts} hosts x "
+                       f"{args.ranks_per_host} ranks on link {args.link}",
+        "command": "bench/cluster_model.py tune " + " ".join(sys.argv[2:]),
+        "rules": [{"max_ranks": None, "algorithms": entries}],
+    }
+    with open(args.output, "w") as f:
+        json.dump(table, f, indent=1)
+    print(json.dumps(table, indent=1))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fit")
+    f.add_argument("dir")
+    f.add_argument("-o", "--output", required=True)
+    v = sub.add_parser("validate")
+    v.add_argument("dir")
+    v.add_argument("--model", required=True)
+    v.add_argument("--min-bytes", type=int, default=0)
+    p = sub.add_parser("predict")
+    p.add_argument("--model", required=True)
+    p.add_argument("--link", required=True)
+    p.add_argument("--ranks-per-host", type=int, default=8)
+    p.add_argument("--hosts", type=lambda s: [int(x) for x in s.split(",")],
+                   default=[2, 8, 64, 512, 4096])
+    p.add_argument("--max-bytes", type=int, default=1 << 30)
+    p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
+                   help="comma list of byte counts (default: 4 B to --max-bytes, x4)")
+    s = sub.add_parser("summary")
+    s.add_argument("dir")
+    t = sub.add_parser("tune")
+    t.add_argument("--model", required=True)
+    t.add_argument("--link", required=True)
+    t.add_argument("--hosts", type=int, required=True)
+    t.add_argument("--ranks-per-host", type=int, default=8)
+    t.add_argument("-o", "--output", required=True)
+    args = ap.parse_args(argv)
+    {"fit": cmd_fit, "validate": cmd_validate, "predict": cmd_predict, "tune": cmd_tune,
+     "summary": cmd_summary}[
+        args.command](args)
+
+
+if __name__ == "__main__":
+    main()
