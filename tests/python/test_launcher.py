@@ -3,13 +3,13 @@ import sys
 
 import pytest
 
-from concord.launcher import build_command
+from concord.launcher import build_command, mpiexec_command
 
 
 def test_passes_mpi_options_and_program():
     cmd = build_command(["-np", "3", "-genv", "OMP_NUM_THREADS", "1", "-ppn", "2", "python",
                          "train.py", "--epochs", "2"], tensorflow=False)
-    assert cmd[:3] == ["mpiexec.mpich", "-n", "3"]
+    assert cmd[:3] == mpiexec_command() + ["-n", "3"]
     assert cmd[3:8] == ["-genv", "OMP_NUM_THREADS", "1", "-ppn", "2"]
     assert cmd[8:] == [sys.executable, "train.py", "--epochs", "2"]
 
@@ -76,3 +76,19 @@ def test_runner_takes_a_module(tmp_path, monkeypatch):
     assert (o.module, o.script, o.args) == (None, "train.py", ["-m", "x"])
     with pytest.raises(SystemExit):
         _parse(["--no-seed"])
+
+
+def test_launcher_of_the_mpi_concord_was_built_with(monkeypatch):
+    from concord import _mpi_build
+    monkeypatch.delenv("CONCORD_MPIEXEC", raising=False)
+    assert mpiexec_command() == [_mpi_build.MPIEXEC]
+    expected = {"MPICH": "mpiexec.mpich", "OpenMPI": "mpiexec.openmpi"}.get(_mpi_build.MPI_FLAVOR)
+    if expected:
+        assert _mpi_build.MPIEXEC.endswith(expected)
+
+
+def test_mpiexec_override_takes_arguments(monkeypatch):
+    monkeypatch.setenv("CONCORD_MPIEXEC", "mpiexec.openmpi --oversubscribe")
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    cmd = build_command(["-np", "2", "-x", "A=1", "./prog"], tensorflow=False)
+    assert cmd == ["mpiexec.openmpi", "--oversubscribe", "-n", "2", "-x", "A=1", "./prog"]

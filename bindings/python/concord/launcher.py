@@ -1,4 +1,4 @@
-"""concordrun: launches a program on N ranks with MPICH's mpiexec.
+"""concordrun: launches a program on N ranks with the mpiexec of concord's MPI.
 
     concordrun -np 4 python train.py --epochs 3
     concordrun -np 2 -genv OMP_NUM_THREADS 1 python script.py
@@ -8,10 +8,13 @@ Keras script: sharded inputs, averaged gradients, rank 0 writes) when TensorFlow
 installed; --no-tensorflow runs it as it is.
 
 Options other than -np/-n are passed to mpiexec unchanged (put them before the
-program, or end them with --). The MPI launcher is `mpiexec.mpich` (override with CONCORD_MPIEXEC).
+program, or end them with --). The MPI launcher is the one of the MPI concord was built with
+(`mpiexec.mpich` or `mpiexec.openmpi`); CONCORD_MPIEXEC overrides it, with arguments if needed
+(CONCORD_MPIEXEC="mpiexec.openmpi --oversubscribe").
 """
 import os
 import re
+import shlex
 import shutil
 import sys
 
@@ -23,12 +26,40 @@ _VALUED = {"-genv": 2, "-env": 2, "-host": 1, "-hosts": 1, "-f": 1, "-hostfile":
            "-rmk": 1, "-demux": 1, "-outfile-pattern": 1, "-errfile-pattern": 1,
            "-prepend-pattern": 1, "-bootstrap": 1, "-bootstrap-exec": 1, "-rankmap": 1,
            "-gpus-per-proc": 1, "-usize": 1, "-nameserver": 1, "-localhost": 1,
-           "-topolib": 1, "-binding": 1}
+           "-topolib": 1, "-binding": 1,
+           # Open MPI (mpirun) options that take values.
+           "-x": 1, "--map-by": 1, "--bind-to": 1, "--rank-by": 1, "-H": 1, "--host": 1,
+           "--hostfile": 1, "--machinefile": 1, "--mca": 2, "-mca": 2, "--npernode": 1,
+           "-npernode": 1, "--rankfile": 1, "--output-filename": 1, "--prefix": 1,
+           "-wd": 1, "--wdir": 1}
 
 # A Python interpreter, by its file name: python, python3, python3.11, /venv/bin/python.
 _PYTHON = re.compile(r"python[0-9.]*$")
 # Interpreter options that take a value (python -W error -X dev script.py).
 _PYTHON_VALUED = ("-W", "-X")
+
+
+def mpiexec_command():
+    """The launcher: CONCORD_MPIEXEC (split like a shell would), else the mpiexec of the
+    MPI this package was built with, else MPICH's."""
+    override = os.environ.get("CONCORD_MPIEXEC")
+    if override:
+        return shlex.split(override)
+    try:
+        from concord._mpi_build import MPIEXEC
+    except ImportError:  # a source tree that was never built
+        MPIEXEC = "mpiexec.mpich"
+    return [MPIEXEC]
+
+
+def _install_hint():
+    try:
+        from concord._mpi_build import MPI_FLAVOR
+    except ImportError:
+        MPI_FLAVOR = "MPICH"
+    if MPI_FLAVOR == "OpenMPI":
+        return "concord was built with Open MPI: install its launcher (apt-get install openmpi-bin)"
+    return "concord was built with MPICH: install its launcher (apt-get install mpich)"
 
 
 def _has_tensorflow():
@@ -90,12 +121,13 @@ def build_command(argv, tensorflow=True):
         raise SystemExit("concordrun: no program given; usage: concordrun -np N program [args...]")
     if ranks is None or not ranks.isdigit() or int(ranks) < 1:
         raise SystemExit("concordrun: -np N (N >= 1) is required")
-    mpiexec = os.environ.get("CONCORD_MPIEXEC", "mpiexec.mpich")
-    if shutil.which(mpiexec) is None:
-        raise SystemExit(f"concordrun: {mpiexec} not found; install MPICH (apt-get install mpich)")
+    mpiexec = mpiexec_command()
+    if not mpiexec or shutil.which(mpiexec[0]) is None:
+        raise SystemExit(f"concordrun: {' '.join(mpiexec) or 'CONCORD_MPIEXEC'} not found; "
+                         + _install_hint())
     if _PYTHON.match(os.path.basename(program[0])):
         program = _python_program(program, tensorflow)
-    return [mpiexec, "-n", ranks] + mpi_args + program
+    return mpiexec + ["-n", ranks] + mpi_args + program
 
 
 def main(argv=None):

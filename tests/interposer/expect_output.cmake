@@ -1,0 +1,26 @@
+# Runs an MPI program and checks its exit status and what it printed.
+# -DMPIEXEC= -DMPIEXEC_FLAGS= (space-separated) -DRANKS= -DPROGRAM=
+# -DPRELOAD= (libconcord_mpi, or empty) -DENV= (space-separated VAR=value)
+# -DEXPECT= (a regular expression the output must match) -DREJECT= (one it must not)
+# -DEXPECT_FAILURE=1: the program must fail (and print EXPECT): a known defect.
+separate_arguments(mpiexec_flags UNIX_COMMAND "${MPIEXEC_FLAGS}")
+separate_arguments(env UNIX_COMMAND "${ENV}")
+if(PRELOAD)
+  list(APPEND env LD_PRELOAD=${PRELOAD})
+endif()
+execute_process(COMMAND timeout 240 ${MPIEXEC} ${mpiexec_flags} -n ${RANKS} env ${env} ${PROGRAM}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message(STATUS "exit status ${rc}\n${out}\n${err}")
+if(rc MATCHES "^[0-9]+$" AND rc EQUAL 124)
+  message(FATAL_ERROR "the program hung (killed after 240 s)")
+elseif(EXPECT_FAILURE AND rc EQUAL 0)
+  message(FATAL_ERROR "the program passed, but was expected to fail: ${EXPECT}")
+elseif(NOT EXPECT_FAILURE AND NOT rc EQUAL 0)
+  message(FATAL_ERROR "the program failed (exit status ${rc})")
+endif()
+if(EXPECT AND NOT "${out}${err}" MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the output does not match '${EXPECT}'")
+endif()
+if(REJECT AND "${out}${err}" MATCHES "${REJECT}")
+  message(FATAL_ERROR "the output matches '${REJECT}'")
+endif()
