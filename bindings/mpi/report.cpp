@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace concord::mpi_interposer {
@@ -71,26 +72,45 @@ void summarize() noexcept {
                reasons.empty() ? "" : ")");
 }
 
+namespace {
+
+// A new error code of `error_class` whose string MPI reads back as `probe`;
+// nullopt where MPI cannot (MPICH 4.0.2 returns another code's text for added
+// codes), or cannot add codes.
+std::optional<int> added_code(int error_class) noexcept {
+  int code = 0;
+  if (PMPI_Add_error_code(error_class, &code) != MPI_SUCCESS) return std::nullopt;
+  const char* probe = "concord_mpi: probe";
+  char back[MPI_MAX_ERROR_STRING] = "";
+  int length = 0;
+  if (PMPI_Add_error_string(code, probe) != MPI_SUCCESS ||
+      PMPI_Error_string(code, back, &length) != MPI_SUCCESS || std::strcmp(back, probe) != 0) {
+    return std::nullopt;
+  }
+  return code;
+}
+
+}  // namespace
+
 int raise_error(MPI_Comm comm, int error_class, const char* message) noexcept {
-  // One dynamic error code per class, its string replaced by the latest message
-  // (MPI_Add_error_string allows that), so repeated errors do not grow MPI's table.
+  // One added error code per class, its string replaced by the latest message
+  // (MPI_Add_error_string allows that), so repeated errors do not grow MPI's
+  // table. Where MPI cannot keep the string, the code is the class itself and
+  // the message goes to stderr, so it is never lost.
   static std::mutex mutex;
-  static std::map<int, int> codes;
+  static std::map<int, std::optional<int>> codes;
   int code = error_class;
   {
     std::lock_guard lock(mutex);
     auto it = codes.find(error_class);
-    if (it == codes.end()) {
-      int added = 0;
-      if (PMPI_Add_error_code(error_class, &added) == MPI_SUCCESS) {
-        it = codes.emplace(error_class, added).first;
-      }
-    }
-    if (it != codes.end()) {
-      code = it->second;
+    if (it == codes.end()) it = codes.emplace(error_class, added_code(error_class)).first;
+    if (it->second) {
+      code = *it->second;
       char text[MPI_MAX_ERROR_STRING];
       std::snprintf(text, sizeof text, "%s", message);
       PMPI_Add_error_string(code, text);
+    } else {
+      std::fprintf(stderr, "%s\n", message);
     }
   }
   PMPI_Comm_call_errhandler(comm, code);

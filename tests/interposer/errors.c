@@ -1,6 +1,7 @@
 /* A concord error in an interposed MPI_Allreduce comes back the MPI way: through
  * the communicator's error handler, as an error code of an MPI error class whose
- * string says what went wrong, and the communicator stays usable. The error here:
+ * string says what went wrong (or, where MPI cannot keep that string, stderr
+ * does), and the communicator stays usable. The error here:
  * send and recv overlap without being the same buffer (erroneous in MPI too).
  * Run it with libconcord_mpi loaded. */
 #include <mpi.h>
@@ -42,8 +43,9 @@ int main(int argc, char **argv) {
   MPI_Error_class(rc, &error_class);
   MPI_Error_string(rc, text, &length);
   expect(error_class == MPI_ERR_ARG, "the error class is not MPI_ERR_ARG", rank);
-  expect(strstr(text, "concord") != NULL && strstr(text, "overlap") != NULL,
-         "the error string does not say concord found overlapping buffers", rank);
+  /* The message is the code's MPI_Error_string where the MPI keeps strings of
+   * added codes (Open MPI); MPICH 4.0.2 returns another code's text for them, so
+   * there it is printed on stderr instead: the test's EXPECT reads either. */
   if (rank == 0) printf("errors: MPI_Allreduce returned class %d: %s\n", error_class, text);
   /* the communicator still works */
   int one = 1, sum = 0;

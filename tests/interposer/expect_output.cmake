@@ -1,14 +1,15 @@
 # Runs an MPI program and checks its exit status and what it printed.
-# -DMPIEXEC= -DMPIEXEC_FLAGS= (space-separated) -DRANKS= -DPROGRAM=
+# -DMPIEXEC= -DMPIEXEC_FLAGS= (space-separated) -DRANKS= -DPROGRAM= (the program and its arguments)
 # -DPRELOAD= (libconcord_mpi, or empty) -DENV= (space-separated VAR=value)
 # -DEXPECT= (a regular expression the output must match) -DREJECT= (one it must not)
 # -DEXPECT_FAILURE=1: the program must fail (and print EXPECT): a known defect.
 separate_arguments(mpiexec_flags UNIX_COMMAND "${MPIEXEC_FLAGS}")
 separate_arguments(env UNIX_COMMAND "${ENV}")
+separate_arguments(program UNIX_COMMAND "${PROGRAM}")
 if(PRELOAD)
   list(APPEND env LD_PRELOAD=${PRELOAD})
 endif()
-execute_process(COMMAND timeout 240 ${MPIEXEC} ${mpiexec_flags} -n ${RANKS} env ${env} ${PROGRAM}
+execute_process(COMMAND timeout 240 ${MPIEXEC} ${mpiexec_flags} -n ${RANKS} env ${env} ${program}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 message(STATUS "exit status ${rc}\n${out}\n${err}")
 if(rc MATCHES "^[0-9]+$" AND rc EQUAL 124)
