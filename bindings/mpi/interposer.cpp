@@ -27,19 +27,22 @@ namespace {
 int mpi_error_class(ErrorCode code) noexcept {
   switch (code) {
     case ErrorCode::InvalidArgument:
-    case ErrorCode::Mismatch: return MPI_ERR_ARG;
-    case ErrorCode::Internal: return MPI_ERR_INTERN;
+    case ErrorCode::Mismatch:
+      return MPI_ERR_ARG;
+    case ErrorCode::Internal:
+      return MPI_ERR_INTERN;
     case ErrorCode::MpiError:
     case ErrorCode::Finalized:
     case ErrorCode::SystemError:
     case ErrorCode::Shutdown:
-    case ErrorCode::Timeout: return MPI_ERR_OTHER;
+    case ErrorCode::Timeout:
+      return MPI_ERR_OTHER;
   }
   return MPI_ERR_UNKNOWN;
 }
 
-int run_in_concord(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                   MPI_Op op, MPI_Comm comm, const Taken& call) noexcept {
+int run_in_concord(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, const Taken& call) noexcept {
   try {
     const InsideConcord guard;
     const Communicator* communicator = communicator_for(comm);

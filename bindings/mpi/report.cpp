@@ -30,7 +30,9 @@ bool world_rank_zero() noexcept {
 
 }  // namespace
 
-void count_taken() noexcept { taken.fetch_add(1, std::memory_order_relaxed); }
+void count_taken() noexcept {
+  taken.fetch_add(1, std::memory_order_relaxed);
+}
 
 void count_passed(PassReason reason) noexcept {
   passed[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
@@ -66,10 +68,11 @@ void summarize() noexcept {
     reasons += to_string(static_cast<PassReason>(i));
     reasons += ": " + std::to_string(n);
   }
-  std::fprintf(stderr,
-               "concord_mpi: rank 0: MPI_Allreduce taken by concord: %llu, passed to MPI: %llu%s%s%s\n",
-               taken.load(), total_passed, reasons.empty() ? "" : " (", reasons.c_str(),
-               reasons.empty() ? "" : ")");
+  std::fprintf(
+      stderr,
+      "concord_mpi: rank 0: MPI_Allreduce taken by concord: %llu, passed to MPI: %llu%s%s%s\n",
+      taken.load(), total_passed, reasons.empty() ? "" : " (", reasons.c_str(),
+      reasons.empty() ? "" : ")");
 }
 
 namespace {

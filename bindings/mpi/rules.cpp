@@ -8,14 +8,22 @@ namespace concord::mpi_interposer {
 
 const char* to_string(PassReason reason) noexcept {
   switch (reason) {
-    case PassReason::Disabled: return "interposer off";
-    case PassReason::ConcordInternal: return "concord internal";
-    case PassReason::EmptyOrInvalid: return "empty or invalid arguments";
-    case PassReason::Datatype: return "datatype";
-    case PassReason::Op: return "op";
-    case PassReason::Intercommunicator: return "intercommunicator";
-    case PassReason::BelowThreshold: return "below CONCORD_MPI_INTERPOSE_MIN_BYTES";
-    case PassReason::Count: break;
+    case PassReason::Disabled:
+      return "interposer off";
+    case PassReason::ConcordInternal:
+      return "concord internal";
+    case PassReason::EmptyOrInvalid:
+      return "empty or invalid arguments";
+    case PassReason::Datatype:
+      return "datatype";
+    case PassReason::Op:
+      return "op";
+    case PassReason::Intercommunicator:
+      return "intercommunicator";
+    case PassReason::BelowThreshold:
+      return "below CONCORD_MPI_INTERPOSE_MIN_BYTES";
+    case PassReason::Count:
+      break;
   }
   return "?";
 }

@@ -18,8 +18,8 @@ enum class PassReason {
   Datatype,         // a user-defined, derived or unsupported predefined datatype
   Op,               // a user op, logical/bitwise ops, MINLOC/MAXLOC, REPLACE, NO_OP
   Intercommunicator,
-  BelowThreshold,   // fewer bytes than CONCORD_MPI_INTERPOSE_MIN_BYTES
-  Count             // number of reasons
+  BelowThreshold,  // fewer bytes than CONCORD_MPI_INTERPOSE_MIN_BYTES
+  Count            // number of reasons
 };
 const char* to_string(PassReason reason) noexcept;
 

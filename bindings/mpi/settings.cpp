@@ -25,9 +25,10 @@ Settings parse() {
   if (const char* v = std::getenv("CONCORD_MPI_INTERPOSE_VERBOSE")) {
     const std::string_view value(v);
     s.verbose = value == "1" || value == "on" || value == "true" || value == "yes";
-    if (!s.verbose && !(value.empty() || value == "0" || value == "off" || value == "false" ||
-                        value == "no")) {
-      s.error = invalid("CONCORD_MPI_INTERPOSE_VERBOSE", value, "0/1, on/off, true/false or yes/no");
+    if (!s.verbose &&
+        !(value.empty() || value == "0" || value == "off" || value == "false" || value == "no")) {
+      s.error =
+          invalid("CONCORD_MPI_INTERPOSE_VERBOSE", value, "0/1, on/off, true/false or yes/no");
     }
   }
   if (const char* v = std::getenv("CONCORD_MPI_INTERPOSE_MIN_BYTES"); v && *v) {

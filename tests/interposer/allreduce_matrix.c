@@ -3,7 +3,8 @@
  * x a range of counts, in place and not, on MPI_COMM_WORLD and on duplicated and
  * split communicators freed and re-made in a loop; plus calls that must pass
  * through to MPI (user ops, a derived datatype with a user op, MAXLOC, bitwise ops,
- * unsupported types; neither MPICH nor Open MPI accepts predefined ops on derived types). Plain C and plain MPI: run it with and without libconcord_mpi.
+ * unsupported types; neither MPICH nor Open MPI accepts predefined ops on derived types). Plain C
+ * and plain MPI: run it with and without libconcord_mpi.
  *
  * usage: allreduce_matrix [--init plain|single|funneled|serialized|multiple]
  *                         [--uint8-minmax include|skip|only]
@@ -17,13 +18,13 @@
 
 enum kind { SIGNED, UNSIGNED, FLOATING };
 struct type {
-  const char *name;
+  const char* name;
   MPI_Datatype mpi;
   size_t size;
   enum kind kind;
 };
 struct op {
-  const char *name;
+  const char* name;
   MPI_Op mpi;
 };
 
@@ -35,7 +36,7 @@ static const int counts[] = {1, 3, 17, 1000, 65537};
 static long failures;
 static int uint8_minmax_mode; /* enum uint8_minmax, for the threads */
 
-static void add_type(const char *name, MPI_Datatype mpi, size_t size, enum kind kind) {
+static void add_type(const char* name, MPI_Datatype mpi, size_t size, enum kind kind) {
   types[n_types].name = name;
   types[n_types].mpi = mpi;
   types[n_types].size = size;
@@ -64,7 +65,7 @@ static void init_tables(void) {
 /* Element i of `rank`: integers, so every sum and product is exact in every
  * type; MIN/MAX values span the type's whole range (signedness and width bugs
  * show), SUM/PROD values stay small enough never to overflow at 3 ranks. */
-static int64_t value(int rank, long i, const struct type *t, int op) {
+static int64_t value(int rank, long i, const struct type* t, int op) {
   const int64_t h = (int64_t)((rank * 2654435761u + (uint64_t)i * 40503u) % 1000003u);
   if (op == 0) return t->kind == UNSIGNED ? h % 5 : h % 5 - 2;
   if (op == 1) return t->kind == UNSIGNED ? 1 + h % 2 : (h % 3 == 0 ? -1 : 1 + h % 2);
@@ -74,66 +75,102 @@ static int64_t value(int rank, long i, const struct type *t, int op) {
   return (h - 500001) * 2000;
 }
 
-static void store(void *buf, long i, const struct type *t, int64_t v) {
-  char *p = (char *)buf + i * (long)t->size;
+static void store(void* buf, long i, const struct type* t, int64_t v) {
+  char* p = (char*)buf + i * (long)t->size;
   if (t->kind == FLOATING) {
-    if (t->size == 4) { float f = (float)v; memcpy(p, &f, 4); }
-    else { double d = (double)v; memcpy(p, &d, 8); }
+    if (t->size == 4) {
+      float f = (float)v;
+      memcpy(p, &f, 4);
+    } else {
+      double d = (double)v;
+      memcpy(p, &d, 8);
+    }
   } else if (t->size == 1) {
-    if (t->kind == UNSIGNED) { uint8_t u = (uint8_t)v; memcpy(p, &u, 1); }
-    else { int8_t s = (int8_t)v; memcpy(p, &s, 1); }
-  } else if (t->size == 4) { int32_t s = (int32_t)v; memcpy(p, &s, 4); }
-  else { int64_t s = v; memcpy(p, &s, 8); }
+    if (t->kind == UNSIGNED) {
+      uint8_t u = (uint8_t)v;
+      memcpy(p, &u, 1);
+    } else {
+      int8_t s = (int8_t)v;
+      memcpy(p, &s, 1);
+    }
+  } else if (t->size == 4) {
+    int32_t s = (int32_t)v;
+    memcpy(p, &s, 4);
+  } else {
+    int64_t s = v;
+    memcpy(p, &s, 8);
+  }
 }
 
-static int64_t load(const void *buf, long i, const struct type *t) {
-  const char *p = (const char *)buf + i * (long)t->size;
+static int64_t load(const void* buf, long i, const struct type* t) {
+  const char* p = (const char*)buf + i * (long)t->size;
   if (t->kind == FLOATING) {
-    if (t->size == 4) { float f; memcpy(&f, p, 4); return (int64_t)f; }
-    double d; memcpy(&d, p, 8); return (int64_t)d;
+    if (t->size == 4) {
+      float f;
+      memcpy(&f, p, 4);
+      return (int64_t)f;
+    }
+    double d;
+    memcpy(&d, p, 8);
+    return (int64_t)d;
   }
   if (t->size == 1) {
-    if (t->kind == UNSIGNED) { uint8_t u; memcpy(&u, p, 1); return u; }
-    int8_t s; memcpy(&s, p, 1); return s;
+    if (t->kind == UNSIGNED) {
+      uint8_t u;
+      memcpy(&u, p, 1);
+      return u;
+    }
+    int8_t s;
+    memcpy(&s, p, 1);
+    return s;
   }
-  if (t->size == 4) { int32_t s; memcpy(&s, p, 4); return s; }
-  int64_t s; memcpy(&s, p, 8); return s;
+  if (t->size == 4) {
+    int32_t s;
+    memcpy(&s, p, 4);
+    return s;
+  }
+  int64_t s;
+  memcpy(&s, p, 8);
+  return s;
 }
 
-static int64_t reference(int size, long i, const struct type *t, int op) {
+static int64_t reference(int size, long i, const struct type* t, int op) {
   int64_t acc = value(0, i, t, op);
   for (int r = 1; r < size; ++r) {
     const int64_t v = value(r, i, t, op);
-    if (op == 0) acc += v;
-    else if (op == 1) acc *= v;
-    else if (op == 2) acc = v < acc ? v : acc;
-    else acc = v > acc ? v : acc;
+    if (op == 0)
+      acc += v;
+    else if (op == 1)
+      acc *= v;
+    else if (op == 2)
+      acc = v < acc ? v : acc;
+    else
+      acc = v > acc ? v : acc;
   }
   return acc;
 }
 
 /* One call, checked; returns 0 when right. */
-static int check_one(MPI_Comm comm, const char *comm_name, const struct type *t, int op,
-                     int count, int in_place) {
+static int check_one(MPI_Comm comm, const char* comm_name, const struct type* t, int op, int count,
+                     int in_place) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  void *send = malloc((size_t)count * t->size);
-  void *recv = malloc((size_t)count * t->size);
+  void* send = malloc((size_t)count * t->size);
+  void* recv = malloc((size_t)count * t->size);
   for (long i = 0; i < count; ++i) {
     store(in_place ? recv : send, i, t, value(rank, i, t, op));
     if (!in_place) store(recv, i, t, -1);
   }
-  int rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, count, t->mpi, op_handles[op],
-                         comm);
+  int rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, count, t->mpi, op_handles[op], comm);
   int bad = rc != MPI_SUCCESS;
   for (long i = 0; i < count && !bad; ++i) {
     const int64_t want = reference(size, i, t, op);
     const int64_t got = load(recv, i, t);
     if (got != want) {
       fprintf(stderr, "FAIL rank %d: %s %s count %d %s on %s: element %ld = %lld, expected %lld\n",
-              rank, t->name, ops[op].name, count, in_place ? "in place" : "out of place",
-              comm_name, i, (long long)got, (long long)want);
+              rank, t->name, ops[op].name, count, in_place ? "in place" : "out of place", comm_name,
+              i, (long long)got, (long long)want);
       bad = 1;
     }
   }
@@ -153,14 +190,14 @@ static int check_one(MPI_Comm comm, const char *comm_name, const struct type *t,
 
 enum uint8_minmax { INCLUDE, SKIP, ONLY };
 
-static int selected(const struct type *t, int op, enum uint8_minmax mode) {
+static int selected(const struct type* t, int op, enum uint8_minmax mode) {
   const int uint8_minmax = t->kind == UNSIGNED && op >= 2;
   if (mode == SKIP) return !uint8_minmax;
   if (mode == ONLY) return uint8_minmax;
   return 1;
 }
 
-static void matrix(MPI_Comm comm, const char *name, enum uint8_minmax mode, int n_counts) {
+static void matrix(MPI_Comm comm, const char* name, enum uint8_minmax mode, int n_counts) {
   for (int ti = 0; ti < n_types; ++ti)
     for (int op = 0; op < 4; ++op) {
       if (!selected(&types[ti], op, mode)) continue;
@@ -172,21 +209,21 @@ static void matrix(MPI_Comm comm, const char *name, enum uint8_minmax mode, int 
 
 /* --- calls that must pass through to MPI ------------------------------------ */
 
-static void pair_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+static void pair_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
   (void)type;
-  const double *a = in;
-  double *b = inout;
+  const double* a = in;
+  double* b = inout;
   for (int i = 0; i < 2 * *len; ++i) b[i] += a[i];
 }
 
-static void int_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+static void int_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
   (void)type;
-  const int *a = in;
-  int *b = inout;
+  const int* a = in;
+  int* b = inout;
   for (int i = 0; i < *len; ++i) b[i] += a[i];
 }
 
-static void expect_long(long got, long want, const char *what, int rank) {
+static void expect_long(long got, long want, const char* what, int rank) {
   if (got != want) {
     fprintf(stderr, "FAIL rank %d: %s = %ld, expected %ld\n", rank, what, got, want);
     ++failures;
@@ -220,11 +257,16 @@ static void pass_through_calls(MPI_Comm comm) {
 
   MPI_Type_free(&pair);
 
-  struct { int v, i; } mine = {rank * 3 % (size + 1), rank}, best;
+  struct {
+    int v, i;
+  } mine = {rank * 3 % (size + 1), rank}, best;
   MPI_Allreduce(&mine, &best, 1, MPI_2INT, MPI_MAXLOC, comm);
   int want_v = -1, want_i = -1;
   for (int k = 0; k < size; ++k)
-    if (k * 3 % (size + 1) > want_v) { want_v = k * 3 % (size + 1); want_i = k; }
+    if (k * 3 % (size + 1) > want_v) {
+      want_v = k * 3 % (size + 1);
+      want_i = k;
+    }
   expect_long(best.v, want_v, "MAXLOC value", rank);
   expect_long(best.i, want_i, "MAXLOC index", rank);
 
@@ -250,7 +292,7 @@ static void communicator_loop(enum uint8_minmax mode) {
     MPI_Comm dup, split;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &split); /* reversed order */
-    const struct type *t = &types[round % n_types];
+    const struct type* t = &types[round % n_types];
     for (int op = 0; op < 4; ++op) {
       if (!selected(t, op, mode)) continue;
       check_one(dup, "a duplicate of MPI_COMM_WORLD", t, op, counts[round % 5], round % 2);
@@ -269,10 +311,10 @@ struct thread_job {
   int index;
 };
 
-static void *thread_main(void *arg) {
-  struct thread_job *job = arg;
+static void* thread_main(void* arg) {
+  struct thread_job* job = arg;
   for (int k = 0; k < 20; ++k) {
-    const struct type *t = &types[(k + job->index) % n_types];
+    const struct type* t = &types[(k + job->index) % n_types];
     const int op = k % 2 ? 0 : 3;
     if (!selected(t, op, (enum uint8_minmax)uint8_minmax_mode)) continue;
     check_one(job->comm, job->index ? "thread 1's communicator" : "thread 0's communicator", t, op,
@@ -293,25 +335,27 @@ static void concurrent_threads(void) {
   for (int j = 0; j < 2; ++j) MPI_Comm_free(&jobs[j].comm);
 }
 
-static int parse_level(const char *name) {
+static int parse_level(const char* name) {
   if (!strcmp(name, "single")) return MPI_THREAD_SINGLE;
   if (!strcmp(name, "funneled")) return MPI_THREAD_FUNNELED;
   if (!strcmp(name, "serialized")) return MPI_THREAD_SERIALIZED;
   if (!strcmp(name, "multiple")) return MPI_THREAD_MULTIPLE;
   if (!strcmp(name, "plain")) return -1;
-  fprintf(stderr, "allreduce_matrix: --init %s: expected plain, single, funneled, serialized "
-                  "or multiple\n", name);
+  fprintf(stderr,
+          "allreduce_matrix: --init %s: expected plain, single, funneled, serialized "
+          "or multiple\n",
+          name);
   exit(2);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   int level = -1;
   enum uint8_minmax mode = INCLUDE;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--init") && i + 1 < argc) {
       level = parse_level(argv[++i]);
     } else if (!strcmp(argv[i], "--uint8-minmax") && i + 1 < argc) {
-      const char *m = argv[++i];
+      const char* m = argv[++i];
       mode = !strcmp(m, "skip") ? SKIP : !strcmp(m, "only") ? ONLY : INCLUDE;
       if (mode == INCLUDE && strcmp(m, "include")) {
         fprintf(stderr, "allreduce_matrix: --uint8-minmax %s: expected include, skip or only\n", m);
@@ -324,8 +368,10 @@ int main(int argc, char **argv) {
   }
   uint8_minmax_mode = mode;
   int provided = -1;
-  if (level < 0) MPI_Init(&argc, &argv);
-  else MPI_Init_thread(&argc, &argv, level, &provided);
+  if (level < 0)
+    MPI_Init(&argc, &argv);
+  else
+    MPI_Init_thread(&argc, &argv, level, &provided);
   init_tables();
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -10,21 +10,21 @@
 
 static int handler_calls, handler_code;
 
-static void count_errors(MPI_Comm *comm, int *code, ...) {
+static void count_errors(MPI_Comm* comm, int* code, ...) {
   (void)comm;
   ++handler_calls;
   handler_code = *code;
 }
 
 static int failures;
-static void expect(int ok, const char *what, int rank) {
+static void expect(int ok, const char* what, int rank) {
   if (!ok) {
     fprintf(stderr, "FAIL rank %d: %s\n", rank, what);
     ++failures;
   }
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
