@@ -15,6 +15,7 @@
 
 #include <exception>
 #include <new>
+#include <type_traits>
 
 #define CONCORD_MPI_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -41,14 +42,28 @@ int mpi_error_class(ErrorCode code) noexcept {
   return MPI_ERR_UNKNOWN;
 }
 
-int run_in_concord(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                   MPI_Comm comm, const Taken& call) noexcept {
+// PMPI_Allreduce, or PMPI_Allreduce_c for the large-count entry point.
+template <typename Count>
+int pmpi_allreduce(const void* sendbuf, void* recvbuf, Count count, MPI_Datatype datatype,
+                   MPI_Op op, MPI_Comm comm) {
+  if constexpr (std::is_same_v<Count, int>) {
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  } else {
+#if MPI_VERSION >= 4
+    return PMPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
+#endif
+  }
+}
+
+template <typename Count>
+int run_in_concord(const void* sendbuf, void* recvbuf, Count count, MPI_Datatype datatype,
+                   MPI_Op op, MPI_Comm comm, const Taken& call) noexcept {
   try {
     const InsideConcord guard;
     const Communicator* communicator = communicator_for(comm);
     if (communicator == nullptr) {
       count_passed(PassReason::Intercommunicator);
-      return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+      return pmpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }
     const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     allreduce(send, recvbuf, static_cast<std::size_t>(count), call.dtype, call.op, *communicator);
@@ -65,24 +80,39 @@ int run_in_concord(const void* sendbuf, void* recvbuf, int count, MPI_Datatype d
   }
 }
 
+// Both entry points: concord's own calls and what concord does not take go to MPI.
+template <typename Count>
+int interpose_allreduce(const void* sendbuf, void* recvbuf, Count count, MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm) {
+  if (InsideConcord::active()) {
+    count_passed(PassReason::ConcordInternal);
+    return pmpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  }
+  announce_once();
+  const Decision decision =
+      decide(sendbuf, recvbuf, static_cast<long long>(count), datatype, op, comm);
+  if (!decision.taken) {
+    count_passed(decision.reason);
+    return pmpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  }
+  return run_in_concord(sendbuf, recvbuf, count, datatype, op, comm, *decision.taken);
+}
+
 }  // namespace
 }  // namespace concord::mpi_interposer
 
 CONCORD_MPI_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
                                      MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  using namespace concord::mpi_interposer;
-  if (InsideConcord::active()) {
-    count_passed(PassReason::ConcordInternal);
-    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  }
-  announce_once();
-  const Decision decision = decide(sendbuf, recvbuf, count, datatype, op, comm);
-  if (!decision.taken) {
-    count_passed(decision.reason);
-    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  }
-  return run_in_concord(sendbuf, recvbuf, count, datatype, op, comm, *decision.taken);
+  return concord::mpi_interposer::interpose_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
+
+#if MPI_VERSION >= 4
+// The large-count binding of MPI 4 (MPICH 4; what mpi4py 4 calls where it exists).
+CONCORD_MPI_EXPORT int MPI_Allreduce_c(const void* sendbuf, void* recvbuf, MPI_Count count,
+                                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return concord::mpi_interposer::interpose_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+#endif
 
 // Frees the cached Communicators while MPI still works, then finalizes.
 CONCORD_MPI_EXPORT int MPI_Finalize(void) {

@@ -3,6 +3,7 @@
 #include "settings.hpp"
 
 #include <climits>
+#include <cstdint>
 
 namespace concord::mpi_interposer {
 
@@ -64,7 +65,7 @@ bool mpi_may_get_wrong(DataType dtype, ReduceOp op) noexcept {
 
 }  // namespace
 
-Decision decide(const void* sendbuf, const void* recvbuf, int count, MPI_Datatype datatype,
+Decision decide(const void* sendbuf, const void* recvbuf, long long count, MPI_Datatype datatype,
                 MPI_Op op, MPI_Comm comm) noexcept {
   const Settings& s = settings();
   if (!s.enabled) return {std::nullopt, PassReason::Disabled};
@@ -75,6 +76,9 @@ Decision decide(const void* sendbuf, const void* recvbuf, int count, MPI_Datatyp
   if (!cop) return {std::nullopt, PassReason::Op};
   const auto ctype = concord_type(datatype);
   if (!ctype) return {std::nullopt, PassReason::Datatype};
+  if (static_cast<unsigned long long>(count) > SIZE_MAX / size_of(*ctype)) {
+    return {std::nullopt, PassReason::EmptyOrInvalid};
+  }
   const std::size_t bytes = static_cast<std::size_t>(count) * size_of(*ctype);
   if (bytes < s.min_bytes && !mpi_may_get_wrong(*ctype, *cop)) {
     return {std::nullopt, PassReason::BelowThreshold};
@@ -83,7 +87,8 @@ Decision decide(const void* sendbuf, const void* recvbuf, int count, MPI_Datatyp
 }
 
 const char* rules_summary() noexcept {
-  return "takes MPI_Allreduce on intracommunicators for MPI_FLOAT, MPI_DOUBLE, MPI_INT, "
+  return "takes MPI_Allreduce (and MPI_Allreduce_c where MPI has it) on intracommunicators for "
+         "MPI_FLOAT, MPI_DOUBLE, MPI_INT, "
          "MPI_INT32_T, MPI_LONG, MPI_LONG_LONG, MPI_INT64_T, MPI_INT8_T, MPI_SIGNED_CHAR, "
          "MPI_UINT8_T, MPI_UNSIGNED_CHAR"
 #ifdef MPIX_C_FLOAT16

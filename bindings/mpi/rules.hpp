@@ -41,7 +41,7 @@ struct Decision {
   std::optional<Taken> taken;
   PassReason reason = PassReason::Disabled;  // when not taken
 };
-Decision decide(const void* sendbuf, const void* recvbuf, int count, MPI_Datatype datatype,
+Decision decide(const void* sendbuf, const void* recvbuf, long long count, MPI_Datatype datatype,
                 MPI_Op op, MPI_Comm comm) noexcept;
 
 // One line for the verbose report: which datatypes, ops and sizes are taken.
