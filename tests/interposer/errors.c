@@ -3,7 +3,7 @@
  * string says what went wrong (or, where MPI cannot keep that string, stderr
  * does), and the communicator stays usable. The error here:
  * send and recv overlap without being the same buffer (erroneous in MPI too).
- * Run it with libconcord_mpi loaded. */
+ * Linked with libconcord_mpi before the MPI library. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
