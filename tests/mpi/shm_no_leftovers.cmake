@@ -1,7 +1,8 @@
 # Kills a rank of a job that uses the shared-memory transport and checks that no
 # /dev/shm segment of concord's is left behind, nor existed while it ran.
-# Arguments: -DMPIEXEC= -DPROGRAM= -DRANKS=
-execute_process(COMMAND timeout 120 ${MPIEXEC} -n ${RANKS} ${PROGRAM}
+# Arguments: -DMPIEXEC= -DMPIEXEC_FLAGS= (space-separated) -DPROGRAM= -DRANKS=
+separate_arguments(mpiexec_flags UNIX_COMMAND "${MPIEXEC_FLAGS}")
+execute_process(COMMAND timeout 120 ${MPIEXEC} ${mpiexec_flags} -n ${RANKS} ${PROGRAM}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 message(STATUS "exit status ${rc}\n${out}")
 if(rc EQUAL 0)

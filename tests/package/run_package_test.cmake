@@ -13,11 +13,17 @@ endfunction()
 
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
-# CMake package.
-run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/package/consumer -B ${WORK_DIR}/consumer
-    -DCMAKE_PREFIX_PATH=${prefix} -DMPI_C_COMPILER=${MPI_C_COMPILER})
-run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
-run(${MPIEXEC} -n 2 ${WORK_DIR}/consumer/consumer)
+separate_arguments(mpiexec_flags UNIX_COMMAND "${MPIEXEC_FLAGS}")
+
+# CMake package, from a C++-only project (the usual trainer) and from one that
+# enables C as well; neither names the MPI: the package brings its own.
+foreach(languages CXX C,CXX)
+  string(REPLACE "," "_" tag "${languages}")
+  run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/package/consumer -B ${WORK_DIR}/consumer_${tag}
+      -DCMAKE_PREFIX_PATH=${prefix} "-DCONSUMER_LANGUAGES=${languages}")
+  run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer_${tag})
+  run(${MPIEXEC} ${mpiexec_flags} -n 2 ${WORK_DIR}/consumer_${tag}/consumer)
+endforeach()
 
 # pkg-config.
 find_program(PKG_CONFIG pkg-config REQUIRED)
@@ -31,4 +37,4 @@ endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
 run(${CXX_COMPILER} -std=c++20 ${SOURCE_DIR}/tests/package/consumer/consumer.cpp ${flags}
     -Wl,-rpath,${prefix}/lib -o ${WORK_DIR}/consumer_pkgconfig)
-run(${MPIEXEC} -n 2 ${WORK_DIR}/consumer_pkgconfig)
+run(${MPIEXEC} ${mpiexec_flags} -n 2 ${WORK_DIR}/consumer_pkgconfig)

@@ -3,13 +3,13 @@ import sys
 
 import pytest
 
-from concord.launcher import build_command
+from concord.launcher import build_command, mpiexec_command
 
 
 def test_passes_mpi_options_and_program():
     cmd = build_command(["-np", "3", "-genv", "OMP_NUM_THREADS", "1", "-ppn", "2", "python",
                          "train.py", "--epochs", "2"], tensorflow=False)
-    assert cmd[:3] == ["mpiexec.mpich", "-n", "3"]
+    assert cmd[:3] == mpiexec_command() + ["-n", "3"]
     assert cmd[3:8] == ["-genv", "OMP_NUM_THREADS", "1", "-ppn", "2"]
     assert cmd[8:] == [sys.executable, "train.py", "--epochs", "2"]
 
@@ -78,8 +78,19 @@ def test_runner_takes_a_module(tmp_path, monkeypatch):
         _parse(["--no-seed"])
 
 
+@pytest.fixture
+def hydra(monkeypatch):
+    monkeypatch.setenv("CONCORD_MPIEXEC", "mpiexec.mpich")
+
+
+@pytest.fixture
+def open_mpi(monkeypatch):
+    monkeypatch.setenv("CONCORD_MPIEXEC", "mpiexec.openmpi")
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+
+
 @pytest.mark.parametrize("option", ["-hosts", "-host", "-H"])
-def test_host_lists_become_hydra_hosts(option):
+def test_host_lists_become_hydra_hosts(option, hydra):
     cmd = build_command(["-np", "4", option, "node1:2, node2:2", "./prog"])
     assert cmd[3:] == ["-hosts", "node1:2,node2:2", "./prog"]
     cmd = build_command(["-np", "3", option, "a,b.example.org,198.18.0.3", "./prog"])
@@ -92,12 +103,12 @@ def test_host_lists_become_hydra_hosts(option):
     ("a:two", "not a host or host:slots"),
     ("a b", "not a host or host:slots"),
 ])
-def test_bad_host_lists(hosts, message):
+def test_bad_host_lists(hosts, message, hydra):
     with pytest.raises(SystemExit, match=message):
         build_command(["-np", "2", "-hosts", hosts, "./prog"])
 
 
-def test_hostfile_is_checked_and_passed(tmp_path):
+def test_hostfile_is_checked_and_passed(tmp_path, hydra):
     f = tmp_path / "hosts"
     f.write_text("# the nodes\nnode1:2\n\nnode2  # second\n")
     assert build_command(["-np", "3", "-f", str(f), "./p"])[3:] == ["-f", str(f), "./p"]
@@ -111,7 +122,35 @@ def test_hostfile_is_checked_and_passed(tmp_path):
         build_command(["-np", "3", "-f", str(tmp_path / "missing"), "./p"])
 
 
-def test_launcher_exec_takes_a_value():
+def test_launcher_exec_takes_a_value(hydra):
     cmd = build_command(["-np", "2", "-launcher", "ssh", "-launcher-exec", "/x/netns-exec",
                          "./p"])
     assert cmd[3:] == ["-launcher", "ssh", "-launcher-exec", "/x/netns-exec", "./p"]
+
+
+def test_launcher_of_the_mpi_concord_was_built_with(monkeypatch):
+    from concord import _mpi_build
+    monkeypatch.delenv("CONCORD_MPIEXEC", raising=False)
+    assert mpiexec_command() == [_mpi_build.MPIEXEC]
+    expected = {"MPICH": "mpiexec.mpich", "OpenMPI": "mpiexec.openmpi"}.get(_mpi_build.MPI_FLAVOR)
+    if expected:
+        assert _mpi_build.MPIEXEC.endswith(expected)
+
+
+def test_mpiexec_override_takes_arguments(monkeypatch):
+    monkeypatch.setenv("CONCORD_MPIEXEC", "mpiexec.openmpi --oversubscribe")
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    cmd = build_command(["-np", "2", "-x", "A=1", "./prog"], tensorflow=False)
+    assert cmd == ["mpiexec.openmpi", "--oversubscribe", "-n", "2", "-x", "A=1", "./prog"]
+
+
+@pytest.mark.parametrize("option", ["-hosts", "-H"])
+def test_host_lists_in_open_mpi_spelling(option, open_mpi, tmp_path):
+    cmd = build_command(["-np", "4", option, "node1:2,node2:2", "./prog"])
+    assert cmd == ["mpiexec.openmpi", "-n", "4", "--host", "node1:2,node2:2", "./prog"]
+    f = tmp_path / "hosts"
+    f.write_text("node1:2  # first\nnode2\n")
+    cmd = build_command(["-np", "3", "-f", str(f), "./prog"])
+    assert cmd == ["mpiexec.openmpi", "-n", "3", "--host", "node1:2,node2", "./prog"]
+    with pytest.raises(SystemExit, match="not a host or host:slots"):
+        build_command(["-np", "2", option, "a:x", "./prog"])

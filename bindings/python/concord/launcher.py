@@ -1,10 +1,13 @@
-"""concordrun: launches a program on N ranks with MPICH's mpiexec.
+"""concordrun: launches a program on N ranks with the mpiexec of concord's MPI.
 
     concordrun -np 4 python train.py --epochs 3
     concordrun -np 2 -genv OMP_NUM_THREADS 1 python script.py
     concordrun -np 4 -hosts node1,node2 python train.py       (ranks round-robin over hosts)
-    concordrun -np 4 -H node1:2,node2:2 python train.py       (Open MPI spelling of -hosts)
+    concordrun -np 4 -H node1:2,node2:2 python train.py       (horovodrun/Open MPI spelling)
     concordrun -np 8 -f hostfile python train.py              (lines "host" or "host:slots")
+
+Host lists and hostfiles are checked first, then written in the launcher's own spelling
+(Hydra's -hosts/-f, or Open MPI's --host host:slots,...).
 
 Inside a Slurm allocation (salloc/sbatch) MPICH's mpiexec finds the nodes and starts
 the ranks with srun itself; no host option is needed. docs/SCALING.md has the recipes.
@@ -14,10 +17,13 @@ Keras script: sharded inputs, averaged gradients, rank 0 writes) when TensorFlow
 installed; --no-tensorflow runs it as it is.
 
 Options other than -np/-n are passed to mpiexec unchanged (put them before the
-program, or end them with --). The MPI launcher is `mpiexec.mpich` (override with CONCORD_MPIEXEC).
+program, or end them with --). The MPI launcher is the one of the MPI concord was built with
+(`mpiexec.mpich` or `mpiexec.openmpi`); CONCORD_MPIEXEC overrides it, with arguments if needed
+(CONCORD_MPIEXEC="mpiexec.openmpi --oversubscribe").
 """
 import os
 import re
+import shlex
 import shutil
 import sys
 
@@ -30,7 +36,12 @@ _VALUED = {"-genv": 2, "-env": 2, "-host": 1, "-hosts": 1, "-f": 1, "-hostfile":
            "-prepend-pattern": 1, "-bootstrap": 1, "-bootstrap-exec": 1, "-rankmap": 1,
            "-gpus-per-proc": 1, "-usize": 1, "-nameserver": 1, "-localhost": 1,
            "-topolib": 1, "-binding": 1,
-           "-launcher-exec": 1}
+           "-launcher-exec": 1,
+           # Open MPI (mpirun) options that take values.
+           "-x": 1, "--map-by": 1, "--bind-to": 1, "--rank-by": 1, "--host": 1,
+           "--hostfile": 1, "--machinefile": 1, "--mca": 2, "-mca": 2, "--npernode": 1,
+           "-npernode": 1, "--rankfile": 1, "--output-filename": 1, "--prefix": 1,
+           "-wd": 1, "--wdir": 1}
 
 # Host options; each is checked here so a typo fails before any host is contacted.
 _HOSTS = ("-hosts", "-host", "-H")
@@ -41,6 +52,44 @@ _HOST_ENTRY = re.compile(r"^[A-Za-z0-9_.\[\]:-]+?(:[0-9]+)?$")
 _PYTHON = re.compile(r"python[0-9.]*$")
 # Interpreter options that take a value (python -W error -X dev script.py).
 _PYTHON_VALUED = ("-W", "-X")
+
+
+def mpiexec_command():
+    """The launcher: CONCORD_MPIEXEC (split like a shell would), else the mpiexec of the
+    MPI this package was built with, else MPICH's."""
+    override = os.environ.get("CONCORD_MPIEXEC")
+    if override:
+        return shlex.split(override)
+    try:
+        from concord._mpi_build import MPIEXEC
+    except ImportError:  # a source tree that was never built
+        MPIEXEC = "mpiexec.mpich"
+    return [MPIEXEC]
+
+
+def _launcher_is_open_mpi(mpiexec):
+    """Whether the launcher is Open MPI's: by its name where it says (mpiexec.openmpi,
+    orterun), else by the MPI this package was built with."""
+    name = os.path.basename(mpiexec[0]) if mpiexec else ""
+    if "openmpi" in name or name in ("orterun", "prterun"):
+        return True
+    if "mpich" in name or "hydra" in name:
+        return False
+    try:
+        from concord._mpi_build import MPI_FLAVOR
+    except ImportError:
+        return False
+    return MPI_FLAVOR == "OpenMPI"
+
+
+def _install_hint():
+    try:
+        from concord._mpi_build import MPI_FLAVOR
+    except ImportError:
+        MPI_FLAVOR = "MPICH"
+    if MPI_FLAVOR == "OpenMPI":
+        return "concord was built with Open MPI: install its launcher (apt-get install openmpi-bin)"
+    return "concord was built with MPICH: install its launcher (apt-get install mpich)"
 
 
 def _has_tensorflow():
@@ -87,26 +136,40 @@ def _host_list(option, value):
 
 
 def _check_hostfile(option, path):
-    """A Hydra hostfile: one "host" or "host:slots" per line, # comments."""
+    """A Hydra hostfile: one "host" or "host:slots" per line, # comments; the entries."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as e:
         raise SystemExit(f"concordrun: {option} {path}: cannot read it ({e.strerror})")
-    hosts = 0
+    hosts = []
     for number, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()
         if line:
             _check_host_entry(line, f"{path} line {number}")
-            hosts += 1
-    if hosts == 0:
+            hosts.append(line)
+    if not hosts:
         raise SystemExit(f"concordrun: {option} {path} lists no host")
+    return hosts
+
+
+def _host_arguments(option, value, open_mpi):
+    """A host list or Hydra hostfile option, checked, in the launcher's own spelling:
+    Hydra's -hosts / -f, or Open MPI's --host host:slots,... (its hostfiles use another
+    syntax, so a Hydra hostfile becomes a --host list there)."""
+    if option in _HOSTS:
+        hosts = _host_list(option, value)
+        return ["--host", hosts] if open_mpi else ["-hosts", hosts]
+    entries = _check_hostfile(option, value)
+    return ["--host", ",".join(entries)] if open_mpi else [option, value]
 
 
 def build_command(argv, tensorflow=True):
     """(mpiexec argv) from concordrun's argv; raises SystemExit on bad usage."""
     ranks = None
     mpi_args = []
+    mpiexec = mpiexec_command()
+    open_mpi = _launcher_is_open_mpi(mpiexec)
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -131,12 +194,10 @@ def build_command(argv, tensorflow=True):
         n = 1 if a == "-H" else _VALUED.get(a, 0)
         if i + n >= len(argv):
             raise SystemExit(f"concordrun: {a} needs {n} value(s)")
-        if a in _HOSTS:
-            mpi_args.extend(["-hosts", _host_list(a, argv[i + 1])])
+        if a in _HOSTS or a in _HOSTFILES:
+            mpi_args.extend(_host_arguments(a, argv[i + 1], open_mpi))
             i += 2
             continue
-        if a in _HOSTFILES:
-            _check_hostfile(a, argv[i + 1])
         mpi_args.extend(argv[i:i + 1 + n])
         i += 1 + n
     program = argv[i:]
@@ -144,12 +205,12 @@ def build_command(argv, tensorflow=True):
         raise SystemExit("concordrun: no program given; usage: concordrun -np N program [args...]")
     if ranks is None or not ranks.isdigit() or int(ranks) < 1:
         raise SystemExit("concordrun: -np N (N >= 1) is required")
-    mpiexec = os.environ.get("CONCORD_MPIEXEC", "mpiexec.mpich")
-    if shutil.which(mpiexec) is None:
-        raise SystemExit(f"concordrun: {mpiexec} not found; install MPICH (apt-get install mpich)")
+    if not mpiexec or shutil.which(mpiexec[0]) is None:
+        raise SystemExit(f"concordrun: {' '.join(mpiexec) or 'CONCORD_MPIEXEC'} not found; "
+                         + _install_hint())
     if _PYTHON.match(os.path.basename(program[0])):
         program = _python_program(program, tensorflow)
-    return [mpiexec, "-n", ranks] + mpi_args + program
+    return mpiexec + ["-n", ranks] + mpi_args + program
 
 
 def main(argv=None):

@@ -617,7 +617,9 @@ def _share_cores():
     """Gives each rank its share of the node's cores for TensorFlow's thread
     pools (unless the user chose): N ranks each running a pool as wide as the
     machine oversubscribe it, and the gradient exchange waits on the slowest."""
-    local = int(os.environ.get("MPI_LOCALNRANKS", "1"))  # set by MPICH's mpiexec
+    # Ranks on this node, as MPICH's and Open MPI's launchers say it.
+    local = int(os.environ.get("MPI_LOCALNRANKS") or
+                os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or "1")
     if local <= 1:
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -1,0 +1,70 @@
+"""comm.Allreduce of numpy arrays from mpi4py, checked against numpy; run under
+mpiexec with libconcord_mpi preloaded (the verbose report then shows the calls
+taken). Prints 'skipped: ...' and exits 77 where mpi4py is missing or was built
+for another MPI than EXPECT_MPI (MPICH or OpenMPI)."""
+import os
+import sys
+
+import numpy as np
+
+try:
+    from mpi4py import MPI
+except ImportError as e:
+    print(f"skipped: mpi4py is not installed ({e})")
+    sys.exit(77)
+
+version = MPI.Get_library_version()
+expected = os.environ.get("EXPECT_MPI", "")
+flavor = "OpenMPI" if "Open MPI" in version else "MPICH" if "MPICH" in version else "other"
+if expected and flavor != expected:
+    print(f"skipped: mpi4py is built for {flavor}, this build uses {expected}")
+    sys.exit(77)
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+failures = 0
+
+
+def check(name, got, want):
+    global failures
+    if not np.array_equal(got, want):
+        failures += 1
+        print(f"FAIL rank {rank}: {name}: got {got[:5]}..., expected {want[:5]}...", flush=True)
+
+
+def ranks_data(dtype, count, r):
+    i = np.arange(count)
+    return ((i * 7 + r * 13) % 11).astype(dtype)
+
+
+for dtype in (np.float32, np.float64, np.int32, np.int64, np.int8, np.uint8):
+    for count in (1, 1000, 100000):
+        for op_name, op, fold in (("SUM", MPI.SUM, np.add), ("MAX", MPI.MAX, np.maximum),
+                                  ("MIN", MPI.MIN, np.minimum)):
+            mine = ranks_data(dtype, count, rank)
+            want = ranks_data(dtype, count, 0)
+            for r in range(1, size):
+                want = fold(want, ranks_data(dtype, count, r))
+            out = np.empty_like(mine)
+            comm.Allreduce(mine, out, op=op)
+            check(f"{np.dtype(dtype).name} {op_name} {count}", out, want)
+            comm.Allreduce(MPI.IN_PLACE, mine, op=op)
+            check(f"{np.dtype(dtype).name} {op_name} {count} in place", mine, want)
+
+# uint8 MAX over the signed boundary (MPICH 4.0.2 alone gets this wrong).
+mine = np.array([253 if rank == 0 else 5], dtype=np.uint8)
+out = np.empty_like(mine)
+comm.Allreduce(mine, out, op=MPI.MAX)
+check("uint8 MAX 253 vs 5", out, np.array([253 if size > 0 else 5], dtype=np.uint8))
+
+# A split communicator, freed again.
+sub = comm.Split(rank % 2, rank)
+x = np.full(64, rank, dtype=np.float64)
+sub.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM)
+check("split SUM", x, np.full(64, sum(r for r in range(size) if r % 2 == rank % 2), np.float64))
+sub.Free()
+
+total = comm.allreduce(failures)  # pickled: an object allreduce, not MPI_Allreduce on numbers
+if rank == 0:
+    print(f"mpi4py_allreduce: {size} ranks, {flavor}: {total} failed checks", flush=True)
+sys.exit(0 if total == 0 else 1)
