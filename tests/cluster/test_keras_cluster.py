@@ -8,7 +8,6 @@ import shlex
 import shutil
 import sys
 
-import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -16,7 +15,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tensorflow"))
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("concord.tensorflow")
-from test_keras_equivalence import SCRIPT, history, run, weights  # noqa: E402
+from test_keras_equivalence import SCRIPT, assert_same_history_and_weights, run  # noqa: E402
 
 CLUSTER = os.environ.get("CONCORD_CLUSTER", "ccl")
 HOSTS = [f"{CLUSTER}-h0", f"{CLUSTER}-h1"]
@@ -37,10 +36,4 @@ def test_two_hosts_train_the_same_model_as_one_process(tmp_path):
            f"cd {shlex.quote(os.getcwd())} && " + shlex.join(launch)]
     p = run(cmd, timeout=450)
     assert p.stdout.count("Epoch 3/3") == 1  # only rank 0 reports progress
-    h1, h2 = history(single), history(dist)
-    assert len(h1) == len(h2) == 3
-    for a, b in zip(h1, h2):
-        for key in ("loss", "mae"):
-            np.testing.assert_allclose(b[key], a[key], rtol=1e-5, err_msg=key)
-    for w1, w2 in zip(weights(single), weights(dist)):
-        np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-6)
+    assert_same_history_and_weights(single, dist)
