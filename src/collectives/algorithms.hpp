@@ -3,8 +3,8 @@
 // return, bitwise identical everywhere. They speak only the Transport verbs.
 #pragma once
 
-#include "reduce/executor.hpp"
 #include "collectives/message_view.hpp"
+#include "reduce/executor.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"
 

@@ -25,9 +25,9 @@ SharedArena* node_arena(const CommunicatorState& state) {
       failure = e.what();
     }
   }
-  const bool ok = agree_or_fall_back(
-      state.comm.get(), failure, state.rank,
-      {"the shared-memory transport", "using the MPI transport instead"});
+  const bool ok =
+      agree_or_fall_back(state.comm.get(), failure, state.rank,
+                         {"the shared-memory transport", "using the MPI transport instead"});
   if (!ok) arena.reset();
   state.arena = std::move(arena);
   state.arena_everywhere = ok && cfg.shm;

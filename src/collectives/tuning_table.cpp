@@ -23,8 +23,7 @@ namespace {
   throw Error(ErrorCode::InvalidArgument, -1, fmt::format("tuning table {}: {}", origin, what));
 }
 
-void parse_thresholds(const nlohmann::json& json, const std::string& origin,
-                      SizeThresholds& out) {
+void parse_thresholds(const nlohmann::json& json, const std::string& origin, SizeThresholds& out) {
   if (!json.is_object()) bad_table(origin, "\"thresholds\" must be an object");
   const std::pair<const char*, std::size_t*> fields[] = {
       {"shm_direct_bytes", &out.shm_direct_bytes},

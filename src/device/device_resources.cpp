@@ -115,9 +115,9 @@ DeviceResources& device_resources(const CommunicatorState& state) {
       why = e.what();
     }
   }
-  const bool ok = agree_or_fall_back(
-      state.comm.get(), why, state.rank,
-      {"CUDA IPC", "device buffers go through pinned host memory instead"});
+  const bool ok =
+      agree_or_fall_back(state.comm.get(), why, state.rank,
+                         {"CUDA IPC", "device buffers go through pinned host memory instead"});
   if (!ok) res->arena.reset();
   res->ipc_everywhere = ok && cfg.cuda_ipc;
   state.device_resources = res;

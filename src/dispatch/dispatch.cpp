@@ -27,17 +27,16 @@ namespace {
 void validate_options(const char* what, const AllreduceOptions& options, int rank) {
   if (static_cast<int>(options.algorithm) < 0 ||
       static_cast<int>(options.algorithm) > static_cast<int>(Algorithm::Hierarchical)) {
-    throw Error(ErrorCode::InvalidArgument, rank,
-                fmt::format("{}: unknown Algorithm value {}", what,
-                            static_cast<int>(options.algorithm)));
+    throw Error(
+        ErrorCode::InvalidArgument, rank,
+        fmt::format("{}: unknown Algorithm value {}", what, static_cast<int>(options.algorithm)));
   }
-  if (options.ring_segment_bytes != 0 &&
-      (options.ring_segment_bytes < kMinRingSegmentBytes ||
-       options.ring_segment_bytes > kMaxRingSegmentBytes)) {
-    throw Error(ErrorCode::InvalidArgument, rank,
-                fmt::format("{}: ring_segment_bytes {} is outside {} … {} (0 takes the default)",
-                            what, options.ring_segment_bytes, kMinRingSegmentBytes,
-                            kMaxRingSegmentBytes));
+  if (options.ring_segment_bytes != 0 && (options.ring_segment_bytes < kMinRingSegmentBytes ||
+                                          options.ring_segment_bytes > kMaxRingSegmentBytes)) {
+    throw Error(
+        ErrorCode::InvalidArgument, rank,
+        fmt::format("{}: ring_segment_bytes {} is outside {} … {} (0 takes the default)", what,
+                    options.ring_segment_bytes, kMinRingSegmentBytes, kMaxRingSegmentBytes));
   }
 }
 
@@ -104,12 +103,11 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
     case Path::Hierarchical: {
       // Across nodes: a flat algorithm over MPI among the ranks with this local rank.
       MpiTransport cross(topo.cross.get());
-      const InterNodeStep inter{cross.size(), [&](void* shard, std::size_t n) {
-                                  const Algorithm flat =
-                                      choose_flat_algorithm(n * spec.elem_size, cross.size());
-                                  allreduce_flat(flat, cross, shard, n, spec,
-                                                 call.ring_segment_bytes);
-                                }};
+      const InterNodeStep inter{
+          cross.size(), [&](void* shard, std::size_t n) {
+            const Algorithm flat = choose_flat_algorithm(n * spec.elem_size, cross.size());
+            allreduce_flat(flat, cross, shard, n, spec, call.ring_segment_bytes);
+          }};
       allreduce_hierarchical(state.arena.get(), topo.min_local_size, inter, call.send, call.recv,
                              call.count, spec);
       break;
@@ -145,10 +143,9 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
     local_error = e;
   }
   const std::size_t bytes = local_error ? 0 : count * size_of(dtype);
-  const Algorithm algorithm =
-      local_error ? Algorithm::Auto
-                  : resolve_algorithm(options.algorithm, bytes, comm.size(),
-                                      ranks_share_a_node(comm));
+  const Algorithm algorithm = local_error ? Algorithm::Auto
+                                          : resolve_algorithm(options.algorithm, bytes, comm.size(),
+                                                              ranks_share_a_node(comm));
   const std::size_t segment =
       options.ring_segment_bytes != 0 ? options.ring_segment_bytes : cfg.ring_segment_bytes;
   if (cfg.check_args) {
@@ -160,7 +157,7 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
   }
   if (local_error) throw *local_error;
   if (count == 0) return;
-  const Call call{send,      recv,    count,          dtype, op, options.algorithm,
+  const Call call{send,      recv,    count,         dtype, op, options.algorithm,
                   algorithm, segment, options.stream};
   if (device == Device::Cuda) {
     run_device_allreduce(call, comm, options.device.has_value());

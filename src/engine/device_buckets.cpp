@@ -89,7 +89,8 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
     offset += w->tensor.count * esize;
   }
   cuda::batched_copy(items, bucket.dtype, stream);
-  dispatch_allreduce("allreduce", fused, fused, bucket.count, bucket.dtype, bucket.op, comm, options);
+  dispatch_allreduce("allreduce", fused, fused, bucket.count, bucket.dtype, bucket.op, comm,
+                     options);
   offset = 0;
   items.clear();
   for (const auto& w : bucket.works) {

@@ -69,8 +69,8 @@ class EngineCore {
   Algorithm algorithm_;
   std::unique_ptr<Timeline> timeline_;  // rank 0, when asked for
 
-  std::optional<bool> zero_copy_;      // buckets reduced in place (shared memory)?
-  std::vector<std::byte> buffers_[2];  // fusion buffers, kept between cycles
+  std::optional<bool> zero_copy_;        // buckets reduced in place (shared memory)?
+  std::vector<std::byte> buffers_[2];    // fusion buffers, kept between cycles
   DeviceBucketStatePtr device_buckets_;  // device fusion buffer and stream, made on first use
   TaskThread packer_;
 

@@ -3,8 +3,8 @@
 // tells peers the data is there.
 #pragma once
 
-#include "reduce/executor.hpp"
 #include "cuda/cuda_runtime.hpp"
+#include "reduce/executor.hpp"
 
 #include <concord/types.hpp>
 

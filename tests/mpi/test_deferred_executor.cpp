@@ -9,11 +9,11 @@
 #include <concord/concord.hpp>
 
 #include "collectives/algorithms.hpp"
-#include "reduce/host_executor.hpp"
 #include "collectives/node_arena.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/communicator_state.hpp"
 #include "mpi/test_support.hpp"
+#include "reduce/host_executor.hpp"
 #include "transport/mpi_transport.hpp"
 
 #include <functional>
