@@ -16,10 +16,18 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
 #include <unistd.h>
+#include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
+#include <thread>
 
 namespace {
 
@@ -157,6 +165,19 @@ int run_memcpy(MemcpyArgs& a) {
   return 0;
 }
 
+// Ends the whole job after a peer timed out. MPI_Abort asks the launcher to
+// kill every rank; when the launcher is behind the same dead link it never
+// answers, so after a grace period the process exits on its own.
+[[noreturn]] void abort_job(int code) {
+  std::fflush(stderr);
+  std::thread([code] {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::_Exit(code);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,6 +207,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Only rank 0 prints help or the parse error; every rank exits alike.
     status = rank == 0 ? app.exit(e) : e.get_exit_code();
+  } catch (const concord::Error& e) {
+    // A timed-out peer is presumed dead or unreachable: MPI_Finalize would wait
+    // for it too, so this rank says why and ends the job.
+    if (e.code() == concord::ErrorCode::Timeout) {
+      fmt::print(stderr, "concord-bench: error: {}\n", e.what());
+      abort_job(3);
+    }
+    if (rank == 0) fmt::print(stderr, "concord-bench: error: {}\n", e.what());
+    status = 2;
   } catch (const std::exception& e) {
     if (rank == 0) fmt::print(stderr, "concord-bench: error: {}\n", e.what());
     status = 2;

@@ -86,6 +86,9 @@ Config parse_config(const EnvLookup& lookup) {
   if (auto v = lookup("CONCORD_STALL_TIMEOUT_S"); v && !v->empty()) {
     config.stall_timeout_s = parse_seconds("CONCORD_STALL_TIMEOUT_S", *v, 1e7);
   }
+  if (auto v = lookup("CONCORD_TRANSPORT_TIMEOUT_S"); v && !v->empty()) {
+    config.transport_timeout_s = parse_seconds("CONCORD_TRANSPORT_TIMEOUT_S", *v, 1e7);
+  }
   if (auto v = lookup("CONCORD_TIMELINE")) config.timeline_path = *v;
   if (auto v = lookup("CONCORD_POINTER_CACHE_ENTRIES"); v && !v->empty()) {
     config.pointer_cache_entries =

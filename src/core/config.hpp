@@ -46,6 +46,11 @@ struct Config {
   // CONCORD_STALL_WARNING_S / CONCORD_STALL_TIMEOUT_S (0: never).
   double stall_warning_s = 60.0;
   double stall_timeout_s = 0.0;
+  // CONCORD_TRANSPORT_TIMEOUT_S: the longest a point-to-point wait over MPI may
+  // see no completion before the collective fails with ErrorCode::Timeout (0:
+  // never). A peer that died or whose link went down silently is otherwise
+  // waited on forever: MPI over TCP does not notice a dead link.
+  double transport_timeout_s = 1800.0;
   // CONCORD_TIMELINE: Chrome-trace output of rank 0 (empty: none).
   std::string timeline_path;
 

@@ -1,35 +1,51 @@
 #include "transport/mpi_transport.hpp"
 
+#include "core/config.hpp"
 #include "core/mpi_check.hpp"
 
 #include <concord/error.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 
 #include <sched.h>
 
 namespace concord::detail {
 
-MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
+MpiTransport::MpiTransport(MPI_Comm comm) : MpiTransport(comm, config().transport_timeout_s) {}
+
+MpiTransport::MpiTransport(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", rank_);
 }
 
 MpiTransport::~MpiTransport() {
   for (MPI_Request& r : slots_) {
-    if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);
+    if (r == MPI_REQUEST_NULL) continue;
+    // After a timeout the peer is presumed gone: waiting would hang the unwind.
+    // The requests are handed to MPI to finish or drop; the communicator is
+    // unusable and the error tells the caller so.
+    if (timed_out_) {
+      MPI_Request_free(&r);
+    } else {
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
   }
 }
 
-std::size_t MpiTransport::take_slot() {
+std::size_t MpiTransport::take_slot(int peer) {
   if (!free_slots_.empty()) {
     std::size_t slot = free_slots_.back();
     free_slots_.pop_back();
+    slot_peers_[slot] = peer;
     return slot;
   }
   slots_.push_back(MPI_REQUEST_NULL);
+  slot_peers_.push_back(peer);
   return slots_.size() - 1;
 }
 
@@ -52,7 +68,7 @@ void MpiTransport::check_count(std::size_t bytes) const {
 
 Request MpiTransport::isend(int peer, const void* buf, std::size_t bytes, int tag) {
   check_count(bytes);
-  std::size_t slot = take_slot();
+  std::size_t slot = take_slot(peer);
 #if MPI_VERSION >= 4
   int rc =
       MPI_Isend_c(buf, static_cast<MPI_Count>(bytes), MPI_BYTE, peer, tag, comm_, &slots_[slot]);
@@ -66,7 +82,7 @@ Request MpiTransport::isend(int peer, const void* buf, std::size_t bytes, int ta
 
 Request MpiTransport::irecv(int peer, void* buf, std::size_t bytes, int tag) {
   check_count(bytes);
-  std::size_t slot = take_slot();
+  std::size_t slot = take_slot(peer);
 #if MPI_VERSION >= 4
   int rc =
       MPI_Irecv_c(buf, static_cast<MPI_Count>(bytes), MPI_BYTE, peer, tag, comm_, &slots_[slot]);
@@ -80,41 +96,98 @@ Request MpiTransport::irecv(int peer, void* buf, std::size_t bytes, int tag) {
 
 namespace {
 
-// Polls `test` (which drives MPI progress) until it reports completion. After a
-// short spin the wait yields the core between polls: MPICH's own MPI_Wait spins
-// without yielding, which makes runs with more ranks than cores crawl (each
-// message then waits for a scheduler time slice).
+// What a poll ended with: MPI's return code, or that the deadline passed first.
+struct PollResult {
+  int rc = MPI_SUCCESS;
+  bool timed_out = false;
+};
+
+// Polls `test` (which drives MPI progress) until it reports completion or
+// `timeout_s` (0: never) passes. After a short spin the wait yields the core
+// between polls: MPICH's own MPI_Wait spins without yielding, which makes runs
+// with more ranks than cores crawl (each message then waits for a scheduler
+// time slice). The clock is read only every few thousand polls, so the deadline
+// costs nothing on the fast path.
 template <typename Test>
-int poll_until_done(Test&& test) {
+PollResult poll_until_done(Test&& test, double timeout_s) {
   constexpr int kSpinsBeforeYield = 2000;
+  constexpr int kPollsPerClockRead = 4096;
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   for (int spins = 0;; ++spins) {
     int done = 0;
-    if (int rc = test(&done); rc != MPI_SUCCESS) return rc;
-    if (done) return MPI_SUCCESS;
+    if (int rc = test(&done); rc != MPI_SUCCESS) return {rc, false};
+    if (done) return {};
     if (spins >= kSpinsBeforeYield) sched_yield();
+    if (timeout_s > 0 && spins % kPollsPerClockRead == kPollsPerClockRead - 1 &&
+        std::chrono::duration<double>(Clock::now() - start).count() > timeout_s) {
+      return {MPI_SUCCESS, true};
+    }
   }
 }
 
 }  // namespace
 
+void MpiTransport::throw_timeout(const std::string& waiting_on) {
+  timed_out_ = true;
+  throw Error(ErrorCode::Timeout, rank_,
+              fmt::format("no message completed for {} s while waiting on {}: the peer may have "
+                          "died or its network link gone down; this communicator is unusable "
+                          "(CONCORD_TRANSPORT_TIMEOUT_S sets the limit, 0 waits forever)",
+                          timeout_s_, waiting_on));
+}
+
 void MpiTransport::wait(Request& request) {
   if (request.slot == Request::kNone) return;
   std::size_t slot = request.slot;
   request.slot = Request::kNone;
-  int rc =
-      poll_until_done([&](int* done) { return MPI_Test(&slots_[slot], done, MPI_STATUS_IGNORE); });
+  PollResult result = poll_until_done(
+      [&](int* done) { return MPI_Test(&slots_[slot], done, MPI_STATUS_IGNORE); }, timeout_s_);
+  if (result.timed_out) throw_timeout(describe_peer(slot_peers_[slot]));
   free_slots_.push_back(slot);
-  check_mpi(rc, "MPI_Wait", rank_);
+  check_mpi(result.rc, "MPI_Wait", rank_);
 }
 
 void MpiTransport::wait_all() {
   if (slots_.empty()) return;
-  int rc = poll_until_done([&](int* done) {
-    return MPI_Testall(static_cast<int>(slots_.size()), slots_.data(), done, MPI_STATUSES_IGNORE);
-  });
+  PollResult result = poll_until_done(
+      [&](int* done) {
+        return MPI_Testall(static_cast<int>(slots_.size()), slots_.data(), done,
+                           MPI_STATUSES_IGNORE);
+      },
+      timeout_s_);
+  if (result.timed_out) throw_timeout(pending_peers());
   free_slots_.clear();
   for (std::size_t i = 0; i < slots_.size(); ++i) free_slots_.push_back(i);
-  check_mpi(rc, "MPI_Waitall", rank_);
+  check_mpi(result.rc, "MPI_Waitall", rank_);
+}
+
+std::string MpiTransport::pending_peers() const {
+  std::vector<int> peers;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i] != MPI_REQUEST_NULL) peers.push_back(slot_peers_[i]);
+  }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  std::vector<std::string> names;
+  for (int peer : peers) names.push_back(describe_peer(peer));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// Algorithms run on sub-communicators (a node's leaders, say), so a peer's rank
+// there is not what the user's logs show: name its MPI_COMM_WORLD rank as well.
+std::string MpiTransport::describe_peer(int peer) const {
+  int world_peer = MPI_UNDEFINED;
+  MPI_Group group = MPI_GROUP_NULL;
+  MPI_Group world_group = MPI_GROUP_NULL;
+  if (MPI_Comm_group(comm_, &group) == MPI_SUCCESS &&
+      MPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS) {
+    MPI_Group_translate_ranks(group, 1, &peer, world_group, &world_peer);
+  }
+  if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
+  if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
+  if (world_peer == MPI_UNDEFINED || world_peer == peer) return fmt::format("rank {}", peer);
+  return fmt::format("rank {} (world rank {})", peer, world_peer);
 }
 
 }  // namespace concord::detail

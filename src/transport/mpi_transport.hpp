@@ -5,15 +5,20 @@
 
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 namespace concord::detail {
 
 class MpiTransport final : public Transport {
  public:
+  // Waits fail with ErrorCode::Timeout after CONCORD_TRANSPORT_TIMEOUT_S without
+  // a completion, or after `timeout_s` (0: never).
   explicit MpiTransport(MPI_Comm comm);
+  MpiTransport(MPI_Comm comm, double timeout_s);
   // Pending requests are completed (errors swallowed) so no MPI request outlives
-  // the buffers it points into, also when an algorithm throws.
+  // the buffers it points into, also when an algorithm throws; after a wait
+  // timed out (CONCORD_TRANSPORT_TIMEOUT_S) they are freed instead, unfinished.
   ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
@@ -27,14 +32,22 @@ class MpiTransport final : public Transport {
   void wait_all() override;
 
  private:
-  std::size_t take_slot();
+  std::size_t take_slot(int peer);
   void check_count(std::size_t bytes) const;
+  // Marks the transport abandoned (its destructor then frees, rather than waits
+  // on, what is pending) and throws ErrorCode::Timeout naming `waiting_on`.
+  [[noreturn]] void throw_timeout(const std::string& waiting_on);
+  std::string pending_peers() const;
+  std::string describe_peer(int peer) const;
 
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  double timeout_s_ = 0;
   std::vector<MPI_Request> slots_;  // MPI_REQUEST_NULL when free
+  std::vector<int> slot_peers_;     // the peer of each slot's request
   std::vector<std::size_t> free_slots_;
+  bool timed_out_ = false;
 };
 
 }  // namespace concord::detail

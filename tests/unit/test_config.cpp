@@ -31,6 +31,16 @@ TEST_CASE("defaults when nothing is set", "[config]") {
   CHECK(c.shm);
   CHECK(c.shm_region_bytes == 256 * 1024);
   CHECK_FALSE(c.shm_direct_bytes.has_value());  // the tuning table's (test_tuning_table.cpp)
+  CHECK(c.transport_timeout_s == 1800.0);
+}
+
+TEST_CASE("the transport timeout", "[config]") {
+  CHECK(parse_config(env({{"CONCORD_TRANSPORT_TIMEOUT_S", "2.5"}})).transport_timeout_s == 2.5);
+  CHECK(parse_config(env({{"CONCORD_TRANSPORT_TIMEOUT_S", "0"}})).transport_timeout_s == 0.0);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_TRANSPORT_TIMEOUT_S", "-1"}})),
+                    Catch::Matchers::Contains("CONCORD_TRANSPORT_TIMEOUT_S='-1'"));
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_TRANSPORT_TIMEOUT_S", "soon"}})),
+                    Catch::Matchers::Contains("CONCORD_TRANSPORT_TIMEOUT_S='soon'"));
 }
 
 TEST_CASE("shared-memory variables", "[config]") {
