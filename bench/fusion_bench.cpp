@@ -36,12 +36,6 @@ constexpr const char* kImplNames = "fused, unfused, mpi-per-tensor, flat";
 // ---------------------------------------------------------------------------------
 // The implementations: each runs one step (every tensor reduced) on the shared arena.
 
-struct Impl {
-  std::string name;
-  std::function<void()> step;
-  std::shared_ptr<void> owner;  // the engine or communicator `step` uses
-};
-
 // Gradients in MPI: float32 and float64 only (MPI-4.0 has no 16-bit floats).
 std::optional<MPI_Datatype> gradient_mpi_type(DataType dtype) {
   switch (dtype) {
@@ -75,6 +69,15 @@ struct MpiComm {
   ~MpiComm() {
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
+};
+
+struct Impl {
+  std::string name;
+  std::function<void()> step;
+  // What `step` uses, made before it is timed: an engine (fused, unfused) or a
+  // communicator (mpi-per-tensor); neither for flat.
+  std::shared_ptr<Engine> engine;
+  std::shared_ptr<MpiComm> mpi;
 };
 
 std::string describe_engine(const std::optional<std::size_t>& threshold,
@@ -194,7 +197,10 @@ class FusionRun {
     return impls_.size() - 1;
   }
   // Shuts down implementation k's engine or frees its communicator.
-  void release(std::size_t k) { impls_[k].owner.reset(); }
+  void release(std::size_t k) {
+    impls_[k].engine.reset();
+    impls_[k].mpi.reset();
+  }
 
   // Runs every step of the implementations [first, last).
   void run_steps(std::size_t first, std::size_t last) {
@@ -268,7 +274,7 @@ class FusionRun {
                   concord::allreduce(data_.arena(), data_.arena(), model_.elements, o_.dtype, o_.op,
                                      comm_);
                 },
-                nullptr};
+                nullptr, nullptr};
   }
 
   // Every tensor enqueued in this step's order, then waited for.
@@ -283,7 +289,7 @@ class FusionRun {
           }
           for (const Handle& h : handles_) h.wait();
         },
-        engine};
+        engine, nullptr};
   }
 
   // One MPI_Allreduce per tensor, in the file's order, on a duplicate of the world.
@@ -301,7 +307,7 @@ class FusionRun {
                     }
                   }
                 },
-                mpi};
+                nullptr, mpi};
   }
 
   const FusionOptions& o_;
