@@ -1,5 +1,5 @@
 #include "fusion_bench.hpp"
-#include "elements.hpp"
+#include "fusion_data.hpp"
 
 #include "allreduce_bench.hpp"
 #include "bench_options.hpp"
@@ -13,26 +13,18 @@
 #include <mpi.h>
 #include <CLI/CLI.hpp>
 
-#include <sys/mman.h>
 #include <algorithm>
-#include <bit>
-#include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <limits>
 #include <memory>
-#include <new>
 #include <numeric>
 #include <random>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string_view>
 
@@ -41,193 +33,8 @@ namespace {
 
 constexpr const char* kImplNames = "fused, unfused, mpi-per-tensor, flat";
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, sep);) items.push_back(item);
-  return items;
-}
-
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\r");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r");
-  return s.substr(first, last - first + 1);
-}
-
-// A positive decimal count, or nullopt.
-std::optional<std::size_t> parse_count(std::string_view text) {
-  std::size_t value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end || value == 0) return std::nullopt;
-  return value;
-}
-
-// ---------------------------------------------------------------------------------
-// Element values. Inputs are small integers, so every sum is exact in every dtype
-// (up to 64 ranks in bfloat16, 512 in float16); the reference is computed here in
-// double, from values every rank can derive, never by concord.
-
-// Rank r's element i of tensor t is value_at(7r + j), j = (31t + i) % kPeriod: in
-// [-4, 4]. The period is prime so that misplaced data (another tensor, a shifted
-// offset) does not match.
-constexpr std::size_t kPeriod = 1009;
-double value_at(std::size_t x) {
-  return static_cast<double>(x % 9) - 4.0;
-}
-
-// A repeating pattern, kPeriod elements long, stored in the dtype and long enough that
-// any tensor is filled (or compared) with memcpy/memcmp from `phase` onwards in
-// chunks of kChunk elements, a multiple of the period.
-class Tape {
- public:
-  static constexpr std::size_t kChunk = kPeriod * 64;
-  Tape(DataType dtype, const std::function<double(std::size_t)>& value)
-      : esize_(size_of(dtype)), bytes_((kChunk + kPeriod) * esize_) {
-    for (std::size_t j = 0; j < kChunk + kPeriod; ++j) {
-      store_element(&bytes_[j * esize_], dtype, value(j % kPeriod));
-    }
-  }
-  void fill(std::byte* dst, std::size_t count, std::size_t phase) const {
-    for (std::size_t done = 0; done < count; done += kChunk) {
-      const std::size_t n = std::min(kChunk, count - done);
-      std::memcpy(dst + done * esize_, &bytes_[phase * esize_], n * esize_);
-    }
-  }
-  // Index of the first element that differs, or count.
-  std::size_t mismatch(const std::byte* src, std::size_t count, std::size_t phase) const {
-    for (std::size_t done = 0; done < count; done += kChunk) {
-      const std::size_t n = std::min(kChunk, count - done);
-      if (std::memcmp(src + done * esize_, &bytes_[phase * esize_], n * esize_) != 0) {
-        for (std::size_t i = 0; i < n; ++i) {
-          if (std::memcmp(src + (done + i) * esize_, &bytes_[(phase + i) * esize_], esize_) != 0)
-            return done + i;
-        }
-      }
-    }
-    return count;
-  }
-
- private:
-  std::size_t esize_;
-  std::vector<std::byte> bytes_;
-};
-
-// Every tensor at its offset in one arena, back to back, as a framework's gradient
-// buffer; `flat` reduces the whole arena.
-struct AlignedFree {
-  static constexpr std::size_t kAlign = std::size_t{2} << 20;
-  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{kAlign}); }
-};
-using Arena = std::unique_ptr<std::byte[], AlignedFree>;
-
-// 2 MiB-aligned with transparent huge pages, as allreduce_bench's buffers and the
-// allocators of training frameworks for large tensors; first touched here.
-Arena make_arena(std::size_t bytes) {
-  Arena a(static_cast<std::byte*>(
-      ::operator new[](std::max<std::size_t>(bytes, 1), std::align_val_t{AlignedFree::kAlign})));
-  if (bytes >= AlignedFree::kAlign) ::madvise(a.get(), bytes, MADV_HUGEPAGE);
-  std::memset(a.get(), 0, bytes);
-  return a;
-}
-
-class Data {
- public:
-  Data(const Model& model, const FusionOptions& o, int rank, int ranks)
-      : model_(model),
-        o_(o),
-        ranks_(ranks),
-        esize_(size_of(o.dtype)),
-        sums_(reference_sums(ranks)),
-        arena_(make_arena(model.elements * esize_)),
-        input_(o.dtype,
-               [rank](std::size_t j) { return value_at(7 * static_cast<std::size_t>(rank) + j); }),
-        expected_(o.dtype, [this](std::size_t j) { return sums_[j]; }) {
-    std::size_t offset = 0;
-    for (const ModelTensor& t : model.tensors) {
-      offsets_.push_back(offset);
-      offset += t.elements;
-    }
-  }
-
-  std::byte* arena() const { return arena_.get(); }
-  TensorView view(std::size_t t) const {
-    return {arena_.get() + offsets_[t] * esize_, model_.tensors[t].elements, o_.dtype};
-  }
-
-  // This rank's inputs, before every step (the reductions are in place).
-  void fill() const {
-    for (std::size_t t = 0; t < model_.tensors.size(); ++t)
-      input_.fill(arena_.get() + offsets_[t] * esize_, model_.tensors[t].elements, phase(t, 0));
-  }
-
-  // Compares every element with the reference; reports the first difference on stderr.
-  bool check(const std::string& impl, int step, int rank) const {
-    for (std::size_t t = 0; t < model_.tensors.size(); ++t) {
-      const std::byte* got = arena_.get() + offsets_[t] * esize_;
-      const std::size_t n = model_.tensors[t].elements;
-      const std::size_t bad = o_.op == ReduceOp::Avg ? mismatch_avg(got, n, t)
-                                                     : expected_.mismatch(got, n, phase(t, 0));
-      if (bad != n) {
-        double want = sums_[phase(t, bad)];
-        if (o_.op == ReduceOp::Avg) want /= ranks_;
-        fmt::print(stderr,
-                   "concord-bench fusion: rank {}, {}, step {}: tensor '{}' element {} is {}, "
-                   "expected {}\n",
-                   rank, impl, step, model_.tensors[t].name, bad,
-                   load_element(got + bad * esize_, o_.dtype), want);
-        return false;
-      }
-    }
-    return true;
-  }
-
- private:
-  std::size_t phase(std::size_t t, std::size_t i) const { return (31 * t + i) % kPeriod; }
-  // The reference: element j of the pattern summed over all ranks.
-  static std::vector<double> reference_sums(int ranks) {
-    std::vector<double> sums(kPeriod, 0.0);
-    for (std::size_t j = 0; j < kPeriod; ++j) {
-      for (int r = 0; r < ranks; ++r) sums[j] += value_at(7 * static_cast<std::size_t>(r) + j);
-    }
-    return sums;
-  }
-  // The average need not be representable: allow the dtype's rounding.
-  std::size_t mismatch_avg(const std::byte* got, std::size_t n, std::size_t t) const {
-    const double eps = o_.dtype == DataType::Float16    ? 1e-3
-                       : o_.dtype == DataType::BFloat16 ? 8e-3
-                       : o_.dtype == DataType::Float32  ? 1e-6
-                                                        : 1e-14;
-    std::size_t j = phase(t, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      const double want = sums_[j] / ranks_;
-      const double v = load_element(got + i * esize_, o_.dtype);
-      if (!(std::fabs(v - want) <= eps * std::max(1.0, std::fabs(want)))) return i;
-      if (++j == kPeriod) j = 0;
-    }
-    return n;
-  }
-
-  const Model& model_;
-  const FusionOptions& o_;
-  int ranks_;
-  std::size_t esize_;
-  std::vector<double> sums_;
-  Arena arena_;
-  Tape input_;
-  Tape expected_;
-  std::vector<std::size_t> offsets_;
-};
-
 // ---------------------------------------------------------------------------------
 // The implementations: each runs one step (every tensor reduced) on the shared arena.
-
-struct Impl {
-  std::string name;
-  std::function<void()> step;
-  std::shared_ptr<void> owner;  // the engine or communicator `step` uses
-};
 
 // Gradients in MPI: float32 and float64 only (MPI-4.0 has no 16-bit floats).
 std::optional<MPI_Datatype> gradient_mpi_type(DataType dtype) {
@@ -262,6 +69,15 @@ struct MpiComm {
   ~MpiComm() {
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
+};
+
+struct Impl {
+  std::string name;
+  std::function<void()> step;
+  // What `step` uses, made before it is timed: an engine (fused, unfused) or a
+  // communicator (mpi-per-tensor); neither for flat.
+  std::shared_ptr<Engine> engine;
+  std::shared_ptr<MpiComm> mpi;
 };
 
 std::string describe_engine(const std::optional<std::size_t>& threshold,
@@ -321,88 +137,11 @@ const Measurement* find(const std::vector<Measurement>& row, std::string_view im
   return nullptr;
 }
 
-}  // namespace
-
-Model load_model(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw std::invalid_argument(
-        fmt::format("--model: cannot open '{}': {}", path, std::strerror(errno)));
-  }
-  Model model;
-  model.path = path;
-  std::set<std::string> names;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::string_view stripped = trim(line);
-    if (stripped.empty() || stripped.front() == '#') continue;
-    auto fail = [&](const std::string& what) {
-      return std::invalid_argument(
-          fmt::format("{}:{}: {} (expected name<TAB>shape<TAB>elements, e.g. "
-                      "'conv1.weight\t64x3x7x7\t9408')",
-                      path, number, what));
-    };
-    const std::vector<std::string> fields = split(line, '\t');
-    if (fields.size() != 3) {
-      throw fail(fmt::format("{} field{} where 3 separated by tabs are expected", fields.size(),
-                             fields.size() == 1 ? "" : "s"));
-    }
-    ModelTensor t;
-    t.name = std::string(trim(fields[0]));
-    t.shape = std::string(trim(fields[1]));
-    const std::string_view elements = trim(fields[2]);
-    if (t.name.empty()) throw fail("empty tensor name");
-    const auto count = parse_count(elements);
-    if (!count) throw fail(fmt::format("elements '{}' is not a positive integer", elements));
-    t.elements = *count;
-    std::size_t product = 1;
-    if (!t.shape.empty()) {
-      for (const std::string& dim : split(t.shape, 'x')) {
-        const auto d = parse_count(dim);
-        if (!d || product > std::numeric_limits<std::size_t>::max() / *d) {
-          throw fail(fmt::format("shape '{}' is not dimensions like 64x3x7x7", t.shape));
-        }
-        product *= *d;
-      }
-      if (t.shape.back() == 'x') {
-        throw fail(fmt::format("shape '{}' is not dimensions like 64x3x7x7", t.shape));
-      }
-    }
-    if (product != t.elements) {
-      throw fail(fmt::format("shape '{}' has {} elements, not {}", t.shape, product, t.elements));
-    }
-    if (!names.insert(t.name).second) {
-      throw fail(fmt::format("tensor '{}' is listed twice", t.name));
-    }
-    constexpr std::size_t kMaxElements = std::numeric_limits<std::size_t>::max() / 8;
-    if (t.elements > kMaxElements || model.elements > kMaxElements - t.elements) {
-      throw fail("the model is too large");
-    }
-    model.elements += t.elements;
-    model.tensors.push_back(std::move(t));
-  }
-  if (in.bad()) throw std::invalid_argument(fmt::format("--model: cannot read '{}'", path));
-  if (model.tensors.empty()) {
-    throw std::invalid_argument(fmt::format("{}: no tensors in the model", path));
-  }
-  return model;
-}
-
-namespace {
-
-int run_fusion(const FusionOptions& o) {
-  check_options(o);
-  const Model model = load_model(o.model_path);
-  concord::Communicator comm = concord::Communicator::world();
-  const int rank = comm.rank();
-  const int p = comm.size();
-  MPI_Comm world = comm.mpi_comm();
-  const std::size_t esize = size_of(o.dtype);
-  const std::size_t bytes = model.elements * esize;
-  const std::size_t n = model.tensors.size();
-
-  std::vector<std::string> impl_names;
+// The implementations of --impl that can run with these options: mpi-per-tensor
+// needs an MPI datatype for the dtype (skipped, with a note, where there is none)
+// and tensors MPI_Allreduce can count.
+std::vector<std::string> runnable_impls(const FusionOptions& o, const Model& model, int rank) {
+  std::vector<std::string> names;
   for (const std::string& name : o.impls) {
     if (name == "mpi-per-tensor" && !gradient_mpi_type(o.dtype)) {
       if (rank == 0) {
@@ -412,13 +151,13 @@ int run_fusion(const FusionOptions& o) {
       }
       continue;
     }
-    impl_names.push_back(name);
+    names.push_back(name);
   }
-  if (impl_names.empty()) {
+  if (names.empty()) {
     throw std::invalid_argument(
         fmt::format("--impl: nothing left to run with -T {}", to_string(o.dtype)));
   }
-  if (std::count(impl_names.begin(), impl_names.end(), "mpi-per-tensor") != 0) {
+  if (std::count(names.begin(), names.end(), "mpi-per-tensor") != 0) {
     for (const ModelTensor& t : model.tensors) {
       if (t.elements > static_cast<std::size_t>(INT_MAX)) {
         throw std::invalid_argument(fmt::format(
@@ -427,33 +166,101 @@ int run_fusion(const FusionOptions& o) {
       }
     }
   }
+  return names;
+}
 
-  Data data(model, o, rank, p);
-  std::vector<TensorView> views;
-  for (std::size_t t = 0; t < n; ++t) views.push_back(data.view(t));
-  std::vector<std::size_t> order(n);  // this step's enqueue order on this rank
+// One run of the benchmark on this rank: the model's data, each step's enqueue
+// order, the implementations, and the time and validity each accumulates.
+class FusionRun {
+ public:
+  FusionRun(const FusionOptions& o, const Model& model, concord::Communicator& comm)
+      : o_(o),
+        model_(model),
+        comm_(comm),
+        rank_(comm.rank()),
+        ranks_(comm.size()),
+        world_(comm.mpi_comm()),
+        data_(model, o, rank_, ranks_),
+        order_(model.tensors.size()) {
+    for (std::size_t t = 0; t < model.tensors.size(); ++t) views_.push_back(data_.view(t));
+    handles_.reserve(model.tensors.size());
+  }
+  FusionRun(const FusionRun&) = delete;  // the implementations' steps point into it
+  FusionRun& operator=(const FusionRun&) = delete;
 
   // Collective set-up of one implementation, before it is timed: its engine or its
-  // MPI communicator, owned by the Impl.
-  std::vector<Handle> handles;
-  handles.reserve(n);
-  auto engine_impl = [&](const std::string& name, const EngineOptions& eo) {
-    auto engine = std::make_shared<Engine>(comm, eo);
-    return Impl{name,
-                [&, e = engine.get()] {
-                  handles.clear();
-                  for (const std::size_t t : order) {
-                    handles.push_back(e->enqueue_allreduce(model.tensors[t].name, views[t], o.op));
-                  }
-                  for (const Handle& h : handles) h.wait();
-                },
-                engine};
-  };
-  auto make_impl = [&](const std::string& name) -> Impl {
+  // MPI communicator, owned by the Impl. Returns its index.
+  std::size_t add(const std::string& name) {
+    impls_.push_back(make_impl(name));
+    seconds_.push_back(0.0);
+    valid_.push_back(1);
+    return impls_.size() - 1;
+  }
+  // Shuts down implementation k's engine or frees its communicator.
+  void release(std::size_t k) {
+    impls_[k].engine.reset();
+    impls_[k].mpi.reset();
+  }
+
+  // Runs every step of the implementations [first, last).
+  void run_steps(std::size_t first, std::size_t last) {
+    for (int step = 0; step < o_.warmup + o_.iterations; ++step) {
+      std::iota(order_.begin(), order_.end(), std::size_t{0});
+      std::mt19937 rng(o_.seed + 1000u * static_cast<unsigned>(rank_) +
+                       static_cast<unsigned>(step));
+      std::shuffle(order_.begin(), order_.end(), rng);
+      for (std::size_t k = first; k < last; ++k) {
+        // Alternate the order of the implementations from step to step.
+        run_step(step % 2 == 0 ? k : first + last - 1 - k, step);
+      }
+    }
+  }
+
+  // Collective: each implementation's times over ranks (complete on rank 0) and
+  // whether every rank's results were right.
+  std::vector<Measurement> measurements() const {
+    const std::size_t bytes = model_.elements * size_of(o_.dtype);
+    std::vector<Measurement> row;
+    for (std::size_t k = 0; k < impls_.size(); ++k) {
+      const Stats s = over_ranks(seconds_[k] * 1e6 / o_.iterations, world_, ranks_);
+      int all_valid = 0;
+      MPI_Allreduce(&valid_[k], &all_valid, 1, MPI_INT, MPI_MIN, world_);
+      Measurement m;
+      m.impl = impls_[k].name;
+      m.bytes = bytes;
+      m.count = model_.elements;
+      m.avg_us = s.avg;
+      m.min_us = s.min;
+      m.max_us = s.max;
+      m.iterations = o_.iterations;
+      m.warmup = o_.warmup;
+      m.busbw_gbps = ranks_ > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 *
+                                      (ranks_ - 1) / ranks_ / 1e9
+                                : 0.0;
+      if (o_.validate) m.validated = all_valid != 0;
+      row.push_back(m);
+    }
+    return row;
+  }
+
+ private:
+  void run_step(std::size_t which, int step) {
+    data_.fill();
+    MPI_Barrier(world_);
+    const auto t0 = std::chrono::steady_clock::now();
+    impls_[which].step();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (step >= o_.warmup) seconds_[which] += std::chrono::duration<double>(t1 - t0).count();
+    if (o_.validate && valid_[which] != 0 && !data_.check(impls_[which].name, step, rank_)) {
+      valid_[which] = 0;
+    }
+  }
+
+  Impl make_impl(const std::string& name) {
     if (name == "fused") {
       EngineOptions eo;
-      eo.fusion_threshold = o.fusion_threshold;
-      eo.cycle_time_ms = o.cycle_time_ms;
+      eo.fusion_threshold = o_.fusion_threshold;
+      eo.cycle_time_ms = o_.cycle_time_ms;
       return engine_impl(name, eo);
     }
     if (name == "unfused") {
@@ -461,134 +268,131 @@ int run_fusion(const FusionOptions& o) {
       eo.fusion_threshold = 0;
       return engine_impl(name, eo);
     }
-    if (name == "mpi-per-tensor") {
-      auto mpi = std::make_shared<MpiComm>();
-      MPI_Comm_dup(world, &mpi->comm);
-      const MPI_Datatype type = *gradient_mpi_type(o.dtype);
-      return Impl{name,
-                  [&, type, c = mpi->comm] {
-                    for (std::size_t t = 0; t < n; ++t) {  // the file's order
-                      MPI_Allreduce(MPI_IN_PLACE, views[t].data, static_cast<int>(views[t].count),
-                                    type, MPI_SUM, c);
-                      if (o.op == ReduceOp::Avg) {
-                        scale(static_cast<std::byte*>(views[t].data), views[t].count, o.dtype, p);
-                      }
-                    }
-                  },
-                  mpi};
-    }
+    if (name == "mpi-per-tensor") return mpi_per_tensor_impl(name);
     return Impl{name,
-                [&] {  // flat
-                  concord::allreduce(data.arena(), data.arena(), model.elements, o.dtype, o.op,
-                                     comm);
+                [this] {  // flat
+                  concord::allreduce(data_.arena(), data_.arena(), model_.elements, o_.dtype, o_.op,
+                                     comm_);
                 },
-                nullptr};
-  };
+                nullptr, nullptr};
+  }
 
-  std::vector<Impl> impls;
-  std::vector<double> seconds(impl_names.size(), 0.0);
-  std::vector<int> valid(impl_names.size(), 1);
-  // Runs every step of the implementations [first, last) of `impls`.
-  auto run_steps = [&](std::size_t first, std::size_t last) {
-    for (int step = 0; step < o.warmup + o.iterations; ++step) {
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      std::mt19937 rng(o.seed + 1000u * static_cast<unsigned>(rank) + static_cast<unsigned>(step));
-      std::shuffle(order.begin(), order.end(), rng);
-      for (std::size_t k = first; k < last; ++k) {
-        // Alternate the order of the implementations from step to step.
-        const std::size_t which = step % 2 == 0 ? k : first + last - 1 - k;
-        data.fill();
-        MPI_Barrier(world);
-        const auto t0 = std::chrono::steady_clock::now();
-        impls[which].step();
-        const auto t1 = std::chrono::steady_clock::now();
-        if (step >= o.warmup) seconds[which] += std::chrono::duration<double>(t1 - t0).count();
-        if (o.validate && valid[which] != 0 && !data.check(impls[which].name, step, rank)) {
-          valid[which] = 0;
-        }
-      }
+  // Every tensor enqueued in this step's order, then waited for.
+  Impl engine_impl(const std::string& name, const EngineOptions& eo) {
+    auto engine = std::make_shared<Engine>(comm_, eo);
+    return Impl{
+        name,
+        [this, e = engine.get()] {
+          handles_.clear();
+          for (const std::size_t t : order_) {
+            handles_.push_back(e->enqueue_allreduce(model_.tensors[t].name, views_[t], o_.op));
+          }
+          for (const Handle& h : handles_) h.wait();
+        },
+        engine, nullptr};
+  }
+
+  // One MPI_Allreduce per tensor, in the file's order, on a duplicate of the world.
+  Impl mpi_per_tensor_impl(const std::string& name) {
+    auto mpi = std::make_shared<MpiComm>();
+    MPI_Comm_dup(world_, &mpi->comm);
+    const MPI_Datatype type = *gradient_mpi_type(o_.dtype);
+    return Impl{name,
+                [this, type, c = mpi->comm] {
+                  for (const TensorView& v : views_) {
+                    MPI_Allreduce(MPI_IN_PLACE, v.data, static_cast<int>(v.count), type, MPI_SUM,
+                                  c);
+                    if (o_.op == ReduceOp::Avg) {
+                      scale(static_cast<std::byte*>(v.data), v.count, o_.dtype, ranks_);
+                    }
+                  }
+                },
+                nullptr, mpi};
+  }
+
+  const FusionOptions& o_;
+  const Model& model_;
+  concord::Communicator& comm_;
+  int rank_;
+  int ranks_;
+  MPI_Comm world_;
+  Data data_;
+  std::vector<TensorView> views_;
+  std::vector<std::size_t> order_;  // this step's enqueue order on this rank
+  std::vector<Handle> handles_;
+  std::vector<Impl> impls_;
+  std::vector<double> seconds_;
+  std::vector<int> valid_;
+};
+
+// Rank 0's report: the header, OSU-style columns and rows, the ratios, the JSON.
+void print_report(const FusionOptions& o, const Model& model, int ranks,
+                  const std::vector<Measurement>& row) {
+  AllreduceOptions report;
+  report.full_stats = true;
+  report.validate = o.validate;
+  report.dtype = o.dtype;
+  report.op = o.op;
+  std::string names;
+  for (const Measurement& m : row) names += (names.empty() ? "" : ", ") + m.impl;
+  fmt::print("# concord-bench fusion: model {}, {} tensors, {:.2f} MiB ({} {} elements)\n",
+             model.path, model.tensors.size(),
+             static_cast<double>(model.elements * size_of(o.dtype)) / (1 << 20), model.elements,
+             to_string(o.dtype));
+  fmt::print(
+      "# {} ranks, op {}{}; {} timed steps after {} warm-up; each rank enqueues every tensor "
+      "in its own random order (seed {})\n",
+      ranks, to_string(o.op), o.validate ? ", validated" : "", o.iterations, o.warmup, o.seed);
+  if (find(row, "fused") != nullptr)
+    fmt::print("# fused: {}\n", describe_engine(o.fusion_threshold, o.cycle_time_ms));
+  if (find(row, "unfused") != nullptr)
+    fmt::print("# unfused: {}\n", describe_engine(std::size_t{0}, std::nullopt));
+  fmt::print("# Implementations, {}: {}; Size = model bytes\n",
+             o.sequential ? "one after another (--sequential), each engine alone"
+                          : "interleaved step by step",
+             names);
+  print_columns(report, row);
+  print_rows(report, row);
+  std::string ratios;
+  auto ratio = [&](std::string_view a, std::string_view b) {
+    const Measurement* x = find(row, a);
+    const Measurement* y = find(row, b);
+    if (x != nullptr && y != nullptr) {
+      ratios += fmt::format("{}{}/{} = {:.2f}", ratios.empty() ? "# " : ", ", a, b,
+                            x->avg_us / y->avg_us);
     }
   };
+  ratio("fused", "flat");
+  ratio("unfused", "fused");
+  ratio("mpi-per-tensor", "fused");
+  if (!ratios.empty()) fmt::print("{}\n", ratios);
+  std::fflush(stdout);
+  if (!o.json_path.empty()) write_json(o.json_path, report, ranks, row);
+}
+
+int run_fusion(const FusionOptions& o) {
+  check_options(o);
+  const Model model = load_model(o.model_path);
+  concord::Communicator comm = concord::Communicator::world();
+  const std::vector<std::string> names = runnable_impls(o, model, comm.rank());
+  FusionRun run(o, model, comm);
   if (o.sequential) {
     // One implementation after another, each alone: its engine is created before its
     // warm-up and shut down after its last step.
-    for (std::size_t k = 0; k < impl_names.size(); ++k) {
-      impls.push_back(make_impl(impl_names[k]));
-      run_steps(k, k + 1);
-      impls.back().owner.reset();
+    for (const std::string& name : names) {
+      const std::size_t k = run.add(name);
+      run.run_steps(k, k + 1);
+      run.release(k);
     }
   } else {
-    for (const std::string& name : impl_names) impls.push_back(make_impl(name));
-    run_steps(0, impls.size());
+    for (const std::string& name : names) run.add(name);
+    run.run_steps(0, names.size());
   }
-
-  std::vector<Measurement> row;
-  for (std::size_t k = 0; k < impls.size(); ++k) {
-    const Stats s = over_ranks(seconds[k] * 1e6 / o.iterations, world, p);
-    int all_valid = 0;
-    MPI_Allreduce(&valid[k], &all_valid, 1, MPI_INT, MPI_MIN, world);
-    Measurement m;
-    m.impl = impls[k].name;
-    m.bytes = bytes;
-    m.count = model.elements;
-    m.avg_us = s.avg;
-    m.min_us = s.min;
-    m.max_us = s.max;
-    m.iterations = o.iterations;
-    m.warmup = o.warmup;
-    m.busbw_gbps =
-        p > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 * (p - 1) / p / 1e9 : 0.0;
-    if (o.validate) m.validated = all_valid != 0;
-    row.push_back(m);
-  }
-
-  if (rank == 0) {
-    AllreduceOptions report;
-    report.full_stats = true;
-    report.validate = o.validate;
-    report.dtype = o.dtype;
-    report.op = o.op;
-    std::string names;
-    for (const Impl& impl : impls) names += (names.empty() ? "" : ", ") + impl.name;
-    fmt::print("# concord-bench fusion: model {}, {} tensors, {:.2f} MiB ({} {} elements)\n",
-               model.path, n, static_cast<double>(bytes) / (1 << 20), model.elements,
-               to_string(o.dtype));
-    fmt::print(
-        "# {} ranks, op {}{}; {} timed steps after {} warm-up; each rank enqueues every tensor "
-        "in its own random order (seed {})\n",
-        p, to_string(o.op), o.validate ? ", validated" : "", o.iterations, o.warmup, o.seed);
-    auto ran = [&](std::string_view impl) {
-      return std::find(impl_names.begin(), impl_names.end(), impl) != impl_names.end();
-    };
-    if (ran("fused"))
-      fmt::print("# fused: {}\n", describe_engine(o.fusion_threshold, o.cycle_time_ms));
-    if (ran("unfused"))
-      fmt::print("# unfused: {}\n", describe_engine(std::size_t{0}, std::nullopt));
-    fmt::print("# Implementations, {}: {}; Size = model bytes\n",
-               o.sequential ? "one after another (--sequential), each engine alone"
-                            : "interleaved step by step",
-               names);
-    print_columns(report, row);
-    print_rows(report, row);
-    std::string ratios;
-    auto ratio = [&](std::string_view a, std::string_view b) {
-      const Measurement* x = find(row, a);
-      const Measurement* y = find(row, b);
-      if (x != nullptr && y != nullptr) {
-        ratios += fmt::format("{}{}/{} = {:.2f}", ratios.empty() ? "# " : ", ", a, b,
-                              x->avg_us / y->avg_us);
-      }
-    };
-    ratio("fused", "flat");
-    ratio("unfused", "fused");
-    ratio("mpi-per-tensor", "fused");
-    if (!ratios.empty()) fmt::print("{}\n", ratios);
-    std::fflush(stdout);
-    if (!o.json_path.empty()) write_json(o.json_path, report, p, row);
-  }
+  const std::vector<Measurement> row = run.measurements();
+  if (comm.rank() == 0) print_report(o, model, comm.size(), row);
   for (const Measurement& m : row) {
     if (m.validated == false) {
-      if (rank == 0) fmt::print(stderr, "concord-bench: validation FAILED\n");
+      if (comm.rank() == 0) fmt::print(stderr, "concord-bench: validation FAILED\n");
       return 3;
     }
   }
@@ -638,10 +442,7 @@ CLI::App* add_fusion_command(CLI::App& app, FusionArgs& a) {
 int run_fusion_command(FusionArgs& a) {
   a.o.dtype = parse_data_type(a.dtype);
   a.o.op = parse_reduce_op(a.op);
-  a.o.impls.clear();
-  for (const std::string& item : split(a.impls, ',')) {
-    if (!item.empty()) a.o.impls.push_back(item);
-  }
+  a.o.impls = split_list(a.impls);
   return run_fusion(a.o);
 }
 

@@ -133,12 +133,15 @@ const TuningTable& active_tuning_table() {
   return table;
 }
 
-SizeThresholds size_thresholds() {
-  SizeThresholds t = active_tuning_table().thresholds();
-  const Config& cfg = config();
-  if (cfg.shm_direct_bytes) t.shm_direct_bytes = *cfg.shm_direct_bytes;
-  if (cfg.cuda_direct_bytes) t.cuda_direct_bytes = *cfg.cuda_direct_bytes;
-  return t;
+const SizeThresholds& size_thresholds() {
+  static const SizeThresholds thresholds = [] {
+    SizeThresholds t = active_tuning_table().thresholds();
+    const Config& cfg = config();
+    if (cfg.shm_direct_bytes) t.shm_direct_bytes = *cfg.shm_direct_bytes;
+    if (cfg.cuda_direct_bytes) t.cuda_direct_bytes = *cfg.cuda_direct_bytes;
+    return t;
+  }();
+  return thresholds;
 }
 
 Algorithm choose_flat_algorithm(std::size_t bytes, int ranks) {

@@ -59,8 +59,9 @@ class TuningTable {
 const TuningTable& active_tuning_table();
 
 // The active table's thresholds, where CONCORD_SHM_DIRECT_BYTES and
-// CONCORD_CUDA_DIRECT_BYTES (when set) take precedence.
-SizeThresholds size_thresholds();
+// CONCORD_CUDA_DIRECT_BYTES (when set) take precedence; resolved once, as the
+// table and the configuration are (small messages read it on every call).
+const SizeThresholds& size_thresholds();
 
 // What `requested` means at this size and rank count: never Auto. Auto picks
 // Hierarchical whenever ranks share a node (`ranks_share_a_node`, the same on

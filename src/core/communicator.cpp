@@ -52,6 +52,7 @@ std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
   detail::check_mpi(MPI_Comm_rank(dup, &state->rank), "MPI_Comm_rank");
   detail::check_mpi(MPI_Comm_size(dup, &state->size), "MPI_Comm_size");
   state->topology = detail::detect_topology(dup, detail::config().virtual_nodes);
+  state->ranks_share_a_node = detail::config().shm && state->topology.max_local_size > 1;
   return state;
 }
 

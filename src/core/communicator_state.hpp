@@ -27,6 +27,9 @@ struct CommunicatorState {
   int rank = 0;
   int size = 1;
   Topology topology;
+  // Some node holds two ranks of this communicator and CONCORD_SHM is on (the same
+  // on every rank): Auto means Hierarchical. Resolved once, not on every call.
+  bool ranks_share_a_node = false;
   // The node's shared-memory arena, made by the first collective that needs it
   // (collectives/node_arena.cpp); null when that failed or is switched off.
   // Collectives on one communicator are serialised, as in MPI.

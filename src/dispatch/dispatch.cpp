@@ -68,7 +68,7 @@ Device buffers_device(const char* what, const void* send, const void* recv, std:
 }  // namespace
 
 bool ranks_share_a_node(const Communicator& comm) {
-  return config().shm && comm.state().topology.max_local_size > 1;
+  return comm.state().ranks_share_a_node;
 }
 
 Path choose_host_path(const Communicator& comm, Algorithm algorithm) {

@@ -36,137 +36,173 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
   }
 }
 
-void EngineCore::run_buckets_packed(const std::vector<Bucket>& buckets, Clock::time_point agreed) {
-  const int ranks = data_.size();
-  AllreduceOptions options;
-  options.algorithm = algorithm_;
-
-  // A bucket of one tensor is reduced where it lies; larger ones go through a
-  // buffer, packed on the packer thread while this thread reduces the previous
-  // bucket, and unpacked there while this thread reduces the next.
-  auto single = [](const Bucket& b) { return b.works.size() == 1; };
-  const std::size_t n = buckets.size();
-  // What failed, by bucket: its buffer (then it is left out, on every rank alike
-  // when the size is beyond what any rank can hold), its packing, its collective.
-  std::vector<std::optional<Error>> errors(n);
-  std::vector<char> no_buffer(n, 0);
-  // Buffers are sized before the pipeline starts: both threads use them.
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t bytes = buckets[k].count * size_of(buckets[k].dtype);
-    if (single(buckets[k]) || buffers_[k % 2].size() >= bytes) continue;
-    try {
-      buffers_[k % 2].resize(bytes);
-    } catch (...) {
-      errors[k] = to_error(std::current_exception(), data_.rank(),
-                           fmt::format("Engine: fusion buffer of {} bytes for {} tensors", bytes,
-                                       buckets[k].works.size()));
-      no_buffer[k] = 1;
+// A bucket of one tensor is reduced where it lies; larger ones go through a
+// buffer, packed on the packer thread while the engine thread reduces the previous
+// bucket, and unpacked there while the engine thread reduces the next.
+class EngineCore::PackedPipeline {
+ public:
+  PackedPipeline(EngineCore& core, const std::vector<Bucket>& buckets, Clock::time_point agreed)
+      : core_(core),
+        buckets_(buckets),
+        agreed_(agreed),
+        errors_(buckets.size()),
+        no_buffer_(buckets.size(), 0),
+        packed_(buckets.size()),
+        finished_(buckets.size()) {
+    options_.algorithm = core.algorithm_;
+    size_buffers();
+  }
+  PackedPipeline(const PackedPipeline&) = delete;
+  PackedPipeline& operator=(const PackedPipeline&) = delete;
+  // The packer's tasks use this object: whatever happens, wait for every task
+  // submitted before it goes. (The futures are sized up front: assigning one
+  // cannot throw, so none is lost.)
+  ~PackedPipeline() {
+    for (auto* tasks : {&packed_, &finished_}) {
+      for (auto& f : *tasks) {
+        if (f.valid()) f.wait();
+      }
     }
   }
-  auto buffer_for = [&](std::size_t k) -> std::byte* {
-    const Bucket& b = buckets[k];
-    if (single(b)) return static_cast<std::byte*>(b.works[0]->tensor.data);
-    return buffers_[k % 2].data();
-  };
 
-  // The packer's tasks use the locals of this function: whatever happens here,
-  // wait for every task submitted before leaving. (Sized up front: assigning a
-  // future cannot throw, so none is lost.)
-  std::vector<std::future<void>> packed(n);
-  std::vector<std::future<void>> finished(n);
-  struct WaitAll {
-    std::vector<std::future<void>>& a;
-    std::vector<std::future<void>>& b;
-    ~WaitAll() {
-      for (auto* tasks : {&a, &b}) {
-        for (auto& f : *tasks) {
-          if (f.valid()) f.wait();
-        }
+  void run() {
+    if (buckets_.empty()) return;
+    prepare(0);
+    for (std::size_t k = 0; k < buckets_.size(); ++k) reduce(k);
+  }
+
+ private:
+  static bool single(const Bucket& b) { return b.works.size() == 1; }
+
+  // Buffers are sized before the pipeline starts: both threads use them. A bucket
+  // whose buffer cannot be had is left out (on every rank alike when the size is
+  // beyond what any rank can hold).
+  void size_buffers() {
+    for (std::size_t k = 0; k < buckets_.size(); ++k) {
+      const Bucket& b = buckets_[k];
+      const std::size_t bytes = b.count * size_of(b.dtype);
+      if (single(b) || core_.buffers_[k % 2].size() >= bytes) continue;
+      try {
+        core_.buffers_[k % 2].resize(bytes);
+      } catch (...) {
+        errors_[k] = to_error(
+            std::current_exception(), core_.data_.rank(),
+            fmt::format("Engine: fusion buffer of {} bytes for {} tensors", bytes, b.works.size()));
+        no_buffer_[k] = 1;
       }
     }
-  } wait_all{packed, finished};
+  }
 
-  auto prepare = [&](std::size_t k) {
-    packed[k] = packer_.submit([&, k] {
-      if (no_buffer[k]) return;
-      const Bucket& b = buckets[k];
-      try {
-        const auto begin = Clock::now();
-        if (single(b)) {
-          const Work& w = *b.works[0];
-          if (w.sig.prescale != 1.0) scale(w.tensor.data, w.tensor.count, b.dtype, w.sig.prescale);
-        } else {
-          pack(b, buffer_for(k));
-        }
-        if (timeline_) {
-          for (const auto& w : b.works) {
-            timeline_->span(w->name, "QUEUE", agreed, begin);
-            timeline_->span(w->name, "PACK", begin, Clock::now());
-          }
-        }
-      } catch (...) {
-        // Read by this thread after it waited for this task.
-        errors[k] = to_error(std::current_exception(), data_.rank(), "Engine: packing a bucket");
+  std::byte* buffer_for(std::size_t k) const {
+    const Bucket& b = buckets_[k];
+    if (single(b)) return static_cast<std::byte*>(b.works[0]->tensor.data);
+    return core_.buffers_[k % 2].data();
+  }
+
+  // On the packer thread: prescale a single tensor, or pack the bucket.
+  void prepare(std::size_t k) {
+    packed_[k] = core_.packer_.submit([this, k] { pack(k); });
+  }
+  void pack(std::size_t k) {
+    if (no_buffer_[k]) return;
+    const Bucket& b = buckets_[k];
+    try {
+      const auto begin = Clock::now();
+      if (single(b)) {
+        const Work& w = *b.works[0];
+        if (w.sig.prescale != 1.0) scale(w.tensor.data, w.tensor.count, b.dtype, w.sig.prescale);
+      } else {
+        detail::pack(b, buffer_for(k));
       }
-    });
-  };
+      if (core_.timeline_) {
+        for (const auto& w : b.works) {
+          core_.timeline_->span(w->name, "QUEUE", agreed_, begin);
+          core_.timeline_->span(w->name, "PACK", begin, Clock::now());
+        }
+      }
+    } catch (...) {
+      // Read by the engine thread after it waited for this task.
+      errors_[k] =
+          to_error(std::current_exception(), core_.data_.rank(), "Engine: packing a bucket");
+    }
+  }
 
-  prepare(0);
-  for (std::size_t k = 0; k < n; ++k) {
-    const Bucket& b = buckets[k];
+  // On the engine thread: bucket k's collective, then its unpacking is queued.
+  void reduce(std::size_t k) {
+    const Bucket& b = buckets_[k];
     std::byte* buf = buffer_for(k);
-    packed[k].wait();
+    packed_[k].wait();
     // Bucket k+1 goes to the other buffer, which unpack(k-1) has freed
     // (the packer runs tasks in order).
-    if (k + 1 < n) prepare(k + 1);
-    std::optional<Error> error = errors[k];
+    if (k + 1 < buckets_.size()) prepare(k + 1);
+    std::optional<Error> error = errors_[k];
     const auto begin = Clock::now();
     // Even after a local packing error the collective runs, so that every rank
     // runs the same ones; its result is not unpacked.
-    if (!no_buffer[k]) {
+    if (!no_buffer_[k]) {
       try {
-        dispatch_allreduce("allreduce", buf, buf, b.count, b.dtype, b.op, data_, options);
+        dispatch_allreduce("allreduce", buf, buf, b.count, b.dtype, b.op, core_.data_, options_);
       } catch (...) {
         if (!error) {
-          error = to_error(std::current_exception(), data_.rank(),
+          error = to_error(std::current_exception(), core_.data_.rank(),
                            fmt::format("Engine: allreduce of a bucket of {} tensors, {} bytes",
                                        b.works.size(), b.count * size_of(b.dtype)));
         }
       }
     }
     const auto end = Clock::now();
-    finished[k] = packer_.submit([&, k, buf, error, begin, end]() mutable {
-      const Bucket& bk = buckets[k];
-      const auto unpack_begin = Clock::now();
-      try {
-        if (!error) {
-          if (single(bk)) {
-            const Work& w = *bk.works[0];
-            const double factor = output_scale(w.sig, ranks);
-            if (factor != 1.0) scale(w.tensor.data, w.tensor.count, bk.dtype, factor);
-          } else {
-            unpack(bk, buf, ranks);
-          }
-        }
-      } catch (...) {
-        error = to_error(std::current_exception(), data_.rank(), "Engine: unpacking a bucket");
-      }
-      const auto unpack_end = Clock::now();
-      for (const auto& w : bk.works) {
-        if (timeline_) {
-          try {
-            timeline_->span(w->name, "REDUCE", begin, end,
-                            fmt::format("bucket of {} tensors, {} bytes", bk.works.size(),
-                                        bk.count * size_of(bk.dtype)));
-            timeline_->span(w->name, "UNPACK", unpack_begin, unpack_end);
-          } catch (...) {
-            // A trace event lost; the tensor still completes.
-          }
-        }
-        complete(w, error);
-      }
-    });
+    finished_[k] = core_.packer_.submit(
+        [this, k, buf, error, begin, end] { finish(k, buf, error, begin, end); });
   }
+
+  // On the packer thread: scale or unpack the result, then complete the tensors.
+  void finish(std::size_t k, std::byte* buf, std::optional<Error> error, Clock::time_point begin,
+              Clock::time_point end) {
+    const Bucket& b = buckets_[k];
+    const int ranks = core_.data_.size();
+    const auto unpack_begin = Clock::now();
+    try {
+      if (!error) {
+        if (single(b)) {
+          const Work& w = *b.works[0];
+          const double factor = output_scale(w.sig, ranks);
+          if (factor != 1.0) scale(w.tensor.data, w.tensor.count, b.dtype, factor);
+        } else {
+          unpack(b, buf, ranks);
+        }
+      }
+    } catch (...) {
+      error = to_error(std::current_exception(), core_.data_.rank(), "Engine: unpacking a bucket");
+    }
+    const auto unpack_end = Clock::now();
+    for (const auto& w : b.works) {
+      if (core_.timeline_) {
+        try {
+          core_.timeline_->span(w->name, "REDUCE", begin, end,
+                                fmt::format("bucket of {} tensors, {} bytes", b.works.size(),
+                                            b.count * size_of(b.dtype)));
+          core_.timeline_->span(w->name, "UNPACK", unpack_begin, unpack_end);
+        } catch (...) {
+          // A trace event lost; the tensor still completes.
+        }
+      }
+      core_.complete(w, error);
+    }
+  }
+
+  EngineCore& core_;
+  const std::vector<Bucket>& buckets_;
+  Clock::time_point agreed_;
+  AllreduceOptions options_;
+  // What failed, by bucket: its buffer, its packing, its collective.
+  std::vector<std::optional<Error>> errors_;
+  std::vector<char> no_buffer_;
+  std::vector<std::future<void>> packed_;
+  std::vector<std::future<void>> finished_;
+};
+
+void EngineCore::run_buckets_packed(const std::vector<Bucket>& buckets, Clock::time_point agreed) {
+  PackedPipeline(*this, buckets, agreed).run();
 }
 
 // Runs `reduce` for a bucket reduced in one piece, then records QUEUE and REDUCE

@@ -55,6 +55,7 @@ class EngineCore {
   void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
   void run_buckets_in_place(const std::vector<Bucket>& buckets, Clock::time_point agreed);
   void run_buckets_packed(const std::vector<Bucket>& buckets, Clock::time_point agreed);
+  class PackedPipeline;  // buckets.cpp: one run_buckets_packed, packer and engine thread
   void reduce_bucket(const Bucket& bucket, Clock::time_point agreed, const char* how,
                      const std::function<void()>& reduce);
   void run_broadcast(Work& work);
