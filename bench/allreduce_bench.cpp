@@ -33,7 +33,19 @@ struct Impl {
   std::string name;
   std::string algorithm;
   std::function<void(const void*, void*, std::size_t)> run;
+  bool is_allreduce = true;  // false for the roofline: its output is a copy, not checked
 };
+
+// The memory roofline: the least traffic that produces an allreduce's output on a
+// rank is reading its input once and writing its output once. Every rank copies
+// its n bytes from the input to the output buffer (glibc memcpy, which switches
+// to non-temporal stores past its cache threshold, as a tuned copy would), timed
+// the same way as the allreduces: barrier-aligned rounds, all ranks at once,
+// interleaved size by size.
+Impl roofline_impl(std::size_t esize) {
+  return {"roofline", "memcpy",
+          [esize](const void* s, void* r, std::size_t n) { std::memcpy(r, s, n * esize); }, false};
+}
 
 #if CONCORD_BENCH_NCCL
 // The implementations on device buffers; nccl is skipped, with the reason, where
@@ -57,7 +69,7 @@ std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicato
       }
     } else {
       throw std::invalid_argument("--impl: unknown implementation '" + name +
-                                  "' (accepted: concord, mpi, nccl)");
+                                  "' (accepted: concord, mpi, nccl; roofline is host only)");
     }
   }
   if (impls.empty()) throw std::invalid_argument("--impl: nothing left to run");
@@ -103,11 +115,13 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
                            }
                          }
                        }});
+    } else if (name == "roofline") {
+      impls.push_back(roofline_impl(size_of(o.dtype)));
     } else if (name == "nccl") {
       throw std::invalid_argument("--impl nccl needs device buffers: add --device cuda");
     } else {
       throw std::invalid_argument("--impl: unknown implementation '" + name +
-                                  "' (accepted: concord, mpi, nccl)");
+                                  "' (accepted: concord, mpi, roofline, nccl)");
     }
   }
   return impls;
@@ -262,6 +276,7 @@ std::vector<Measurement> run_allreduce_bench(
     // and after the timed rounds, so that checking never changes what is timed:
     // the timed loop is the same with or without -c.
     auto checked_call = [&](std::size_t which) {
+      if (!impls[which].is_allreduce) return;
       validator->fill(host_send.get(), count);
       upload_send(count);
       poison_recv(count);
@@ -314,7 +329,7 @@ std::vector<Measurement> run_allreduce_bench(
       m.warmup = warmup;
       m.busbw_gbps =
           p > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 * (p - 1) / p / 1e9 : 0.0;
-      if (o.validate) m.validated = all_valid != 0;
+      if (o.validate && impls[k].is_allreduce) m.validated = all_valid != 0;
       row.push_back(m);
     }
     if (comm.rank() == 0) on_size(row);
