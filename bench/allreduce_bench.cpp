@@ -1,5 +1,6 @@
 #include "allreduce_bench.hpp"
 #include "elements.hpp"
+#include "shm_phases.hpp"
 #if CONCORD_BENCH_NCCL
 #include "device_bench.hpp"
 #endif
@@ -265,6 +266,9 @@ std::vector<Measurement> run_allreduce_bench(
   }
 
   std::vector<Measurement> all;
+  ShmPhaseSampler phases(impls.size());
+  std::vector<std::string> labels;
+  for (const Impl& impl : impls) labels.push_back(impl.name + ":" + impl.algorithm);
   for (const std::size_t bytes : size_steps(o.min_bytes, o.max_bytes, esize)) {
     const std::size_t count = bytes / esize;
     const int iterations = iterations_for(o, bytes);
@@ -296,9 +300,11 @@ std::vector<Measurement> run_allreduce_bench(
         const std::size_t which = round % 2 == 0 ? k : impls.size() - 1 - k;
         const Impl& impl = impls[which];
         MPI_Barrier(world);
+        phases.begin();
         const double t0 = MPI_Wtime();
         for (int i = 0; i < round_iters; ++i) impl.run(send, recv, count);
         seconds[which] += MPI_Wtime() - t0;
+        phases.end(which);
       }
     }
     // Checked again after the timed calls: state they left behind (caches,
@@ -333,6 +339,7 @@ std::vector<Measurement> run_allreduce_bench(
       row.push_back(m);
     }
     if (comm.rank() == 0) on_size(row);
+    if (ShmPhaseSampler::enabled()) phases.report(world, bytes, iterations, labels);
     all.insert(all.end(), row.begin(), row.end());
   }
   return all;

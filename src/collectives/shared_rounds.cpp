@@ -1,5 +1,7 @@
 #include "collectives/shared_rounds.hpp"
 
+#include "collectives/shared_phases.hpp"
+
 #include <algorithm>
 
 namespace concord::detail {
@@ -182,23 +184,31 @@ void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
 
 void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
                              const std::vector<Piece>& pieces) {
+  ShmPhaseClock clock;
   const std::uint64_t round = begin_round();
+  clock.lap(ShmPhase::WaitSlot);
   contribute(round, src, pieces);
+  clock.lap(ShmPhase::CopyIn);
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
+  clock.lap(ShmPhase::WaitInputs);
   const auto mine = static_cast<std::size_t>(arena_.rank());
   if (mine < pieces.size()) {
     // Reduce into the result region (hot in this core's cache, read by peers
     // next), publish, and only then copy it out.
     reduce_own_piece(round, src, arena_.region(arena_.rank(), result_region(round)), pieces);
   }
+  clock.lap(ShmPhase::Reduce);
   publish(counter(round, Step::PieceReduced));
   wait_all(counter(round, Step::PieceReduced));
+  clock.lap(ShmPhase::WaitReduced);
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (pieces[j].count == 0) continue;
     copy_out(arena_.region(static_cast<int>(j), result_region(round)), pieces[j], dst);
   }
   publish(counter(round, Step::Done));
+  clock.lap(ShmPhase::CopyOut);
+  clock.end_round();
 }
 
 }  // namespace concord::detail

@@ -74,6 +74,8 @@ Config parse_config(const EnvLookup& lookup) {
   if (auto v = lookup("CONCORD_SHM_DIRECT_BYTES"); v && !v->empty()) {
     config.shm_direct_bytes = parse_unsigned("CONCORD_SHM_DIRECT_BYTES", *v, 0, 1ull << 30);
   }
+  if (auto v = lookup("CONCORD_SHM_PHASE_TIMES"); v && !v->empty())
+    config.shm_phase_times = parse_bool("CONCORD_SHM_PHASE_TIMES", *v);
   if (auto v = lookup("CONCORD_FUSION_THRESHOLD"); v && !v->empty()) {
     config.fusion_threshold = parse_unsigned("CONCORD_FUSION_THRESHOLD", *v, 0, 1ull << 34);
   }

@@ -37,6 +37,9 @@ struct Config {
   // one-synchronisation shared-memory path. Unset: the tuning table's
   // shm_direct_bytes (size_thresholds() in collectives/tuning_table.hpp).
   std::optional<std::size_t> shm_direct_bytes;
+  // CONCORD_SHM_PHASE_TIMES=1: the shared-memory allreduce times its steps
+  // (collectives/shared_phases.hpp); for concord-bench's breakdown.
+  bool shm_phase_times = false;
 
   // The engine (docs/ENGINE.md). CONCORD_FUSION_THRESHOLD: largest fusion
   // bucket in bytes (0: no fusion).
