@@ -11,6 +11,7 @@
 #include <concord/types.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -36,9 +37,11 @@ void allreduce_flat(Algorithm algorithm, Transport& t, void* buf, std::size_t co
 // Among the ranks of one node, through shared memory: src and dst may be the
 // same buffer. Messages up to `direct_bytes` (and one region) take the
 // one-synchronisation path where every rank reduces everything; larger ones are
-// reduce-scattered and allgathered region by region.
+// reduce-scattered and allgathered region by region; from `stream_bytes` on,
+// the results are copied out with Executor::copy_streaming.
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
-                      const ReduceSpec& spec, std::size_t direct_bytes);
+                      const ReduceSpec& spec, std::size_t direct_bytes,
+                      std::size_t stream_bytes = SIZE_MAX);
 
 // Two levels: the node's ranks reduce-scatter through shared memory into
 // `shard_owners` shards (the smallest node's rank count, so every node has an

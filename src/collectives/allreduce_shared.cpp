@@ -16,7 +16,7 @@
 namespace concord::detail {
 
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
-                      const ReduceSpec& spec, std::size_t direct_bytes) {
+                      const ReduceSpec& spec, std::size_t direct_bytes, std::size_t stream_bytes) {
   SharedRounds rounds(node, spec);
   const std::size_t capacity = rounds.region_elements();
   const std::size_t count = src.count();
@@ -24,6 +24,7 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     rounds.direct(src, dst);
     return;
   }
+  rounds.stream_output(count * spec.elem_size >= stream_bytes);
   const auto ranks = static_cast<std::size_t>(node.size());
   std::vector<Piece> pieces(ranks);
   for (std::size_t offset = 0; offset < count; offset += capacity) {

@@ -115,7 +115,12 @@ void SharedRounds::copy_out(const std::byte* from, const Piece& piece,
   const std::size_t esize = spec_.elem_size;
   dst.for_each_run(piece.offset, piece.count,
                    [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
-                     spec_.exec->copy(p, from + off * esize, n * esize);
+                     // (A scaled result is read again at once: keep it cached.)
+                     if (stream_output_ && factor == 1.0) {
+                       spec_.exec->copy_streaming(p, from + off * esize, n * esize);
+                     } else {
+                       spec_.exec->copy(p, from + off * esize, n * esize);
+                     }
                      // Still in cache: scaling here costs little.
                      if (factor != 1.0) spec_.exec->scale(p, n, factor);
                    });

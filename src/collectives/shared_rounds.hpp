@@ -32,6 +32,9 @@ class SharedRounds {
 
   // Elements of this dtype that fit in one region.
   std::size_t region_elements() const { return arena_.region_bytes() / spec_.elem_size; }
+  // allreduce() copies results out with Executor::copy_streaming (outputs
+  // larger than the last-level cache).
+  void stream_output(bool on) { stream_output_ = on; }
 
   // Small messages, count <= region_elements(): every rank reduces the whole
   // vector from every rank's input, in rank order (so every rank gets the same
@@ -66,6 +69,7 @@ class SharedRounds {
 
   SharedArena& arena_;
   ReduceSpec spec_;
+  bool stream_output_ = false;
 };
 
 }  // namespace concord::detail

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 
 namespace concord::detail {
 namespace {
@@ -73,6 +74,10 @@ Config parse_config(const EnvLookup& lookup) {
   }
   if (auto v = lookup("CONCORD_SHM_DIRECT_BYTES"); v && !v->empty()) {
     config.shm_direct_bytes = parse_unsigned("CONCORD_SHM_DIRECT_BYTES", *v, 0, 1ull << 30);
+  }
+  if (auto v = lookup("CONCORD_SHM_STREAM_BYTES"); v && !v->empty()) {
+    config.shm_stream_bytes =
+        parse_unsigned("CONCORD_SHM_STREAM_BYTES", *v, 0, std::numeric_limits<std::size_t>::max());
   }
   if (auto v = lookup("CONCORD_SHM_PHASE_TIMES"); v && !v->empty())
     config.shm_phase_times = parse_bool("CONCORD_SHM_PHASE_TIMES", *v);

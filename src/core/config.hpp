@@ -40,6 +40,10 @@ struct Config {
   // CONCORD_SHM_PHASE_TIMES=1: the shared-memory allreduce times its steps
   // (collectives/shared_phases.hpp); for concord-bench's breakdown.
   bool shm_phase_times = false;
+  // CONCORD_SHM_STREAM_BYTES: host messages of at least this size copy their
+  // results out with non-temporal stores. Unset: the tuning table's
+  // shm_stream_bytes.
+  std::optional<std::size_t> shm_stream_bytes;
 
   // The engine (docs/ENGINE.md). CONCORD_FUSION_THRESHOLD: largest fusion
   // bucket in bytes (0: no fusion).

@@ -98,7 +98,7 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
     case Path::SharedMemory:
       allreduce_shared(*state.arena, MessageView(call.send, call.count, spec.elem_size),
                        MessageView(call.recv, call.count, spec.elem_size), spec,
-                       size_thresholds().shm_direct_bytes);
+                       size_thresholds().shm_direct_bytes, size_thresholds().shm_stream_bytes);
       break;
     case Path::Hierarchical: {
       // Across nodes: a flat algorithm over MPI among the ranks with this local rank.
@@ -180,7 +180,9 @@ void allreduce_segments(std::vector<Segment> segments, DataType dtype, ReduceOp 
   const ReduceSpec spec{size_of(dtype), dtype, &exec};
   const MessageView view(std::move(segments), spec.elem_size);
   if (view.count() == 0) return;
-  allreduce_shared(*comm.state().arena, view, view, spec, size_thresholds().shm_direct_bytes);
+  const SizeThresholds limits = size_thresholds();
+  allreduce_shared(*comm.state().arena, view, view, spec, limits.shm_direct_bytes,
+                   limits.shm_stream_bytes);
 }
 
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {
