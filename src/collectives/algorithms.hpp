@@ -37,11 +37,17 @@ void allreduce_flat(Algorithm algorithm, Transport& t, void* buf, std::size_t co
 // Among the ranks of one node, through shared memory: src and dst may be the
 // same buffer. Messages up to `direct_bytes` (and one region) take the
 // one-synchronisation path where every rank reduces everything; larger ones are
-// reduce-scattered and allgathered region by region; from `stream_bytes` on,
-// the results are copied out with Executor::copy_streaming.
+// reduce-scattered and allgathered region by region.
+struct SharedLimits {
+  std::size_t direct_bytes = 0;  // up to this: the one-synchronisation path
+  // From this size on, results are copied out with Executor::copy_streaming.
+  std::size_t stream_bytes = SIZE_MAX;
+  // From this size on, where the arena can read peers' memory and both views
+  // are single unscaled buffers: single-copy rounds (no copy into the arena).
+  std::size_t single_copy_bytes = SIZE_MAX;
+};
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
-                      const ReduceSpec& spec, std::size_t direct_bytes,
-                      std::size_t stream_bytes = SIZE_MAX);
+                      const ReduceSpec& spec, const SharedLimits& limits);
 
 // Two levels: the node's ranks reduce-scatter through shared memory into
 // `shard_owners` shards (the smallest node's rank count, so every node has an

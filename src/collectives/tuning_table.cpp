@@ -28,6 +28,7 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
   const std::pair<const char*, std::size_t*> fields[] = {
       {"shm_direct_bytes", &out.shm_direct_bytes},
       {"shm_stream_bytes", &out.shm_stream_bytes},
+      {"shm_single_copy_bytes", &out.shm_single_copy_bytes},
       {"cuda_direct_bytes", &out.cuda_direct_bytes},
       {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
   for (const auto& [key, value] : json.items()) {
@@ -139,6 +140,7 @@ SizeThresholds size_thresholds() {
   const Config& cfg = config();
   if (cfg.shm_direct_bytes) t.shm_direct_bytes = *cfg.shm_direct_bytes;
   if (cfg.shm_stream_bytes) t.shm_stream_bytes = *cfg.shm_stream_bytes;
+  if (cfg.shm_single_copy_bytes) t.shm_single_copy_bytes = *cfg.shm_single_copy_bytes;
   if (cfg.cuda_direct_bytes) t.cuda_direct_bytes = *cfg.cuda_direct_bytes;
   return t;
 }

@@ -79,6 +79,12 @@ Config parse_config(const EnvLookup& lookup) {
     config.shm_stream_bytes =
         parse_unsigned("CONCORD_SHM_STREAM_BYTES", *v, 0, std::numeric_limits<std::size_t>::max());
   }
+  if (auto v = lookup("CONCORD_SHM_SINGLE_COPY_BYTES"); v && !v->empty()) {
+    config.shm_single_copy_bytes = parse_unsigned("CONCORD_SHM_SINGLE_COPY_BYTES", *v, 0,
+                                                  std::numeric_limits<std::size_t>::max());
+  }
+  if (auto v = lookup("CONCORD_SHM_CMA"); v && !v->empty())
+    config.shm_cma = parse_bool("CONCORD_SHM_CMA", *v);
   if (auto v = lookup("CONCORD_SHM_PHASE_TIMES"); v && !v->empty())
     config.shm_phase_times = parse_bool("CONCORD_SHM_PHASE_TIMES", *v);
   if (auto v = lookup("CONCORD_FUSION_THRESHOLD"); v && !v->empty()) {
