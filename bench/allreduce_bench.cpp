@@ -5,6 +5,9 @@
 #include "device_bench.hpp"
 #endif
 
+#include "core/communicator_state.hpp"
+#include "transport/shm_arena.hpp"
+
 #include <concord/allreduce.hpp>
 #include <concord/error.hpp>
 
@@ -78,6 +81,28 @@ std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicato
 }
 #endif
 
+// `concord-copy`: concord's own calls with single-copy reads switched off on
+// this communicator's arena for their duration (every rank runs the same impl
+// at the same time, so all agree), i.e. the copy-in/copy-out path, interleaved
+// with the default one in the same run.
+class SingleCopyOff {
+ public:
+  explicit SingleCopyOff(const Communicator& comm)
+      : arena_(dynamic_cast<detail::ShmArena*>(comm.state().arena.get())),
+        was_(arena_ != nullptr && arena_->can_read_peer()) {
+    if (arena_ != nullptr) arena_->set_peer_reads(false);
+  }
+  ~SingleCopyOff() {
+    if (arena_ != nullptr) arena_->set_peer_reads(was_);
+  }
+  SingleCopyOff(const SingleCopyOff&) = delete;
+  SingleCopyOff& operator=(const SingleCopyOff&) = delete;
+
+ private:
+  detail::ShmArena* arena_;
+  bool was_;
+};
+
 std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm) {
   std::vector<Impl> impls;
   for (const std::string& name : o.impls) {
@@ -116,13 +141,21 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
                            }
                          }
                        }});
+    } else if (name == "concord-copy") {
+      for (Algorithm a : o.algorithms) {
+        impls.push_back(
+            {name, std::string(to_string(a)), [&comm, o, a](const void* s, void* r, std::size_t n) {
+               SingleCopyOff off(comm);
+               allreduce(s, r, n, o.dtype, o.op, comm, {a});
+             }});
+      }
     } else if (name == "roofline") {
       impls.push_back(roofline_impl(size_of(o.dtype)));
     } else if (name == "nccl") {
       throw std::invalid_argument("--impl nccl needs device buffers: add --device cuda");
     } else {
       throw std::invalid_argument("--impl: unknown implementation '" + name +
-                                  "' (accepted: concord, mpi, roofline, nccl)");
+                                  "' (accepted: concord, concord-copy, mpi, roofline, nccl)");
     }
   }
   return impls;
