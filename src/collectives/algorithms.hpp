@@ -45,6 +45,7 @@ struct SharedLimits {
   // From this size on, where the arena can read peers' memory and both views
   // are single unscaled buffers: single-copy rounds (no copy into the arena).
   std::size_t single_copy_bytes = SIZE_MAX;
+  std::size_t single_copy_round_bytes = 0;  // a single-copy round's size (at least a region)
 };
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
                       const ReduceSpec& spec, const SharedLimits& limits);

@@ -30,7 +30,7 @@ bool use_single_copy(const SharedArena& node, const MessageView& src, const Mess
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
                       const ReduceSpec& spec, const SharedLimits& limits) {
   SharedRounds rounds(node, spec);
-  const std::size_t capacity = rounds.region_elements();
+  std::size_t capacity = rounds.region_elements();
   const std::size_t count = src.count();
   const std::size_t bytes = count * spec.elem_size;
   if (bytes <= limits.direct_bytes && count <= capacity) {
@@ -38,6 +38,9 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     return;
   }
   const bool single_copy = use_single_copy(node, src, dst, bytes, limits);
+  // Single-copy rounds hold no data in the arena: their size only bounds the
+  // bounce buffer ((p-1)/p of a round) and sets how often ranks synchronise.
+  if (single_copy) capacity = std::max(capacity, limits.single_copy_round_bytes / spec.elem_size);
   rounds.stream_output(bytes >= limits.stream_bytes);
   const auto ranks = static_cast<std::size_t>(node.size());
   std::vector<Piece> pieces(ranks);

@@ -29,6 +29,7 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
       {"shm_direct_bytes", &out.shm_direct_bytes},
       {"shm_stream_bytes", &out.shm_stream_bytes},
       {"shm_single_copy_bytes", &out.shm_single_copy_bytes},
+      {"shm_single_copy_round_bytes", &out.shm_single_copy_round_bytes},
       {"cuda_direct_bytes", &out.cuda_direct_bytes},
       {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
   for (const auto& [key, value] : json.items()) {

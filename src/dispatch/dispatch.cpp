@@ -28,7 +28,8 @@ namespace {
 // (and the variables that override it).
 SharedLimits host_shared_limits() {
   const SizeThresholds t = size_thresholds();
-  return {t.shm_direct_bytes, t.shm_stream_bytes, t.shm_single_copy_bytes};
+  return {t.shm_direct_bytes, t.shm_stream_bytes, t.shm_single_copy_bytes,
+          t.shm_single_copy_round_bytes};
 }
 
 void validate_options(const char* what, const AllreduceOptions& options, int rank) {
