@@ -1,8 +1,12 @@
 #include "allreduce_bench.hpp"
 #include "elements.hpp"
+#include "shm_phases.hpp"
 #if CONCORD_BENCH_NCCL
 #include "device_bench.hpp"
 #endif
+
+#include "core/communicator_state.hpp"
+#include "transport/shm_arena.hpp"
 
 #include <concord/allreduce.hpp>
 #include <concord/error.hpp>
@@ -33,7 +37,19 @@ struct Impl {
   std::string name;
   std::string algorithm;
   std::function<void(const void*, void*, std::size_t)> run;
+  bool is_allreduce = true;  // false for the roofline: its output is a copy, not checked
 };
+
+// The memory roofline: the least traffic that produces an allreduce's output on a
+// rank is reading its input once and writing its output once. Every rank copies
+// its n bytes from the input to the output buffer (glibc memcpy, which switches
+// to non-temporal stores past its cache threshold, as a tuned copy would), timed
+// the same way as the allreduces: barrier-aligned rounds, all ranks at once,
+// interleaved size by size.
+Impl roofline_impl(std::size_t esize) {
+  return {"roofline", "memcpy",
+          [esize](const void* s, void* r, std::size_t n) { std::memcpy(r, s, n * esize); }, false};
+}
 
 #if CONCORD_BENCH_NCCL
 // The implementations on device buffers; nccl is skipped, with the reason, where
@@ -57,13 +73,35 @@ std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicato
       }
     } else {
       throw std::invalid_argument("--impl: unknown implementation '" + name +
-                                  "' (accepted: concord, mpi, nccl)");
+                                  "' (accepted: concord, mpi, nccl; roofline is host only)");
     }
   }
   if (impls.empty()) throw std::invalid_argument("--impl: nothing left to run");
   return impls;
 }
 #endif
+
+// `concord-copy`: concord's own calls with single-copy reads switched off on
+// this communicator's arena for their duration (every rank runs the same impl
+// at the same time, so all agree), i.e. the copy-in/copy-out path, interleaved
+// with the default one in the same run.
+class SingleCopyOff {
+ public:
+  explicit SingleCopyOff(const Communicator& comm)
+      : arena_(dynamic_cast<detail::ShmArena*>(comm.state().arena.get())),
+        was_(arena_ != nullptr && arena_->can_read_peer()) {
+    if (arena_ != nullptr) arena_->set_peer_reads(false);
+  }
+  ~SingleCopyOff() {
+    if (arena_ != nullptr) arena_->set_peer_reads(was_);
+  }
+  SingleCopyOff(const SingleCopyOff&) = delete;
+  SingleCopyOff& operator=(const SingleCopyOff&) = delete;
+
+ private:
+  detail::ShmArena* arena_;
+  bool was_;
+};
 
 std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm) {
   std::vector<Impl> impls;
@@ -103,11 +141,21 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
                            }
                          }
                        }});
+    } else if (name == "concord-copy") {
+      for (Algorithm a : o.algorithms) {
+        impls.push_back(
+            {name, std::string(to_string(a)), [&comm, o, a](const void* s, void* r, std::size_t n) {
+               SingleCopyOff off(comm);
+               allreduce(s, r, n, o.dtype, o.op, comm, {a});
+             }});
+      }
+    } else if (name == "roofline") {
+      impls.push_back(roofline_impl(size_of(o.dtype)));
     } else if (name == "nccl") {
       throw std::invalid_argument("--impl nccl needs device buffers: add --device cuda");
     } else {
       throw std::invalid_argument("--impl: unknown implementation '" + name +
-                                  "' (accepted: concord, mpi, nccl)");
+                                  "' (accepted: concord, concord-copy, mpi, roofline, nccl)");
     }
   }
   return impls;
@@ -251,6 +299,9 @@ std::vector<Measurement> run_allreduce_bench(
   }
 
   std::vector<Measurement> all;
+  ShmPhaseSampler phases(impls.size());
+  std::vector<std::string> labels;
+  for (const Impl& impl : impls) labels.push_back(impl.name + ":" + impl.algorithm);
   for (const std::size_t bytes : size_steps(o.min_bytes, o.max_bytes, esize)) {
     const std::size_t count = bytes / esize;
     const int iterations = iterations_for(o, bytes);
@@ -262,6 +313,7 @@ std::vector<Measurement> run_allreduce_bench(
     // and after the timed rounds, so that checking never changes what is timed:
     // the timed loop is the same with or without -c.
     auto checked_call = [&](std::size_t which) {
+      if (!impls[which].is_allreduce) return;
       validator->fill(host_send.get(), count);
       upload_send(count);
       poison_recv(count);
@@ -281,9 +333,11 @@ std::vector<Measurement> run_allreduce_bench(
         const std::size_t which = round % 2 == 0 ? k : impls.size() - 1 - k;
         const Impl& impl = impls[which];
         MPI_Barrier(world);
+        phases.begin();
         const double t0 = MPI_Wtime();
         for (int i = 0; i < round_iters; ++i) impl.run(send, recv, count);
         seconds[which] += MPI_Wtime() - t0;
+        phases.end(which);
       }
     }
     // Checked again after the timed calls: state they left behind (caches,
@@ -314,10 +368,11 @@ std::vector<Measurement> run_allreduce_bench(
       m.warmup = warmup;
       m.busbw_gbps =
           p > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 * (p - 1) / p / 1e9 : 0.0;
-      if (o.validate) m.validated = all_valid != 0;
+      if (o.validate && impls[k].is_allreduce) m.validated = all_valid != 0;
       row.push_back(m);
     }
     if (comm.rank() == 0) on_size(row);
+    if (ShmPhaseSampler::enabled()) phases.report(world, bytes, iterations, labels);
     all.insert(all.end(), row.begin(), row.end());
   }
   return all;

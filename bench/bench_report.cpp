@@ -20,7 +20,7 @@ constexpr int kSizeWidth = 10;
 constexpr int kFieldWidth = 18;
 
 std::string label(const Measurement& m) {
-  return m.impl == "concord" ? "concord:" + m.algorithm : m.impl;
+  return m.impl == "concord" || m.impl == "concord-copy" ? m.impl + ":" + m.algorithm : m.impl;
 }
 
 // The Impl column is as wide as the longest label, so the ratio column after it
@@ -33,6 +33,14 @@ int impl_width(const std::vector<Measurement>& row) {
 std::string ratio_header(const std::vector<Measurement>& row) {
   return "ratio(/" + label(row[0]) + ")";
 }
+// With --impl ...,roofline: the roofline of the same size, same run.
+const Measurement* roofline_of(const std::vector<Measurement>& row) {
+  for (const Measurement& m : row) {
+    if (m.impl == "roofline") return &m;
+  }
+  return nullptr;
+}
+constexpr std::string_view kRooflineHeader = "%roofline";
 }  // namespace
 
 void print_header(const AllreduceOptions& o, int ranks, const std::vector<Measurement>& first_row) {
@@ -55,6 +63,7 @@ void print_columns(const AllreduceOptions& o, const std::vector<Measurement>& fi
   if (o.validate) header += fmt::format("{:>{}}", "Validation", kFieldWidth);
   if (first_row.size() > 1) {
     header += fmt::format("  {:<{}}  {}", "Impl", impl_width(first_row), ratio_header(first_row));
+    if (roofline_of(first_row)) header += fmt::format("  {}", kRooflineHeader);
   } else {
     header += "  Impl";
   }
@@ -76,6 +85,11 @@ void print_rows(const AllreduceOptions& o, const std::vector<Measurement>& row) 
       const int ratio_width = static_cast<int>(ratio_header(row).size());
       line += fmt::format("  {:<{}}  {:>{}.2f}", label(m), impl_width(row),
                           m.avg_us / row[0].avg_us, ratio_width);
+      // "% of roofline": the same-run copy's time over this implementation's.
+      if (const Measurement* roof = roofline_of(row)) {
+        line += fmt::format("  {:>{}.1f}", 100.0 * roof->avg_us / m.avg_us,
+                            static_cast<int>(kRooflineHeader.size()));
+      }
     } else {
       line += fmt::format("  {}", label(m));
     }

@@ -66,7 +66,9 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
                  "concord algorithm(s), comma list: auto, ring, recursive_doubling, "
                  "reduce_scatter_allgather, hierarchical")
       ->capture_default_str();
-  ar->add_option("--impl", a.impls, "Comma list of concord, mpi, nccl; run interleaved")
+  ar->add_option("--impl", a.impls,
+                 "Comma list of concord, mpi, concord-copy (concord without single-copy reads), "
+                 "roofline (host memcpy in to out), nccl; run interleaved")
       ->capture_default_str();
   ar->add_option("--device", a.device,
                  "Where the buffers are: cpu, or cuda (GPU local_rank % GPUs; mpi then stages "

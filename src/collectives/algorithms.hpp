@@ -11,6 +11,7 @@
 #include <concord/types.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -37,8 +38,17 @@ void allreduce_flat(Algorithm algorithm, Transport& t, void* buf, std::size_t co
 // same buffer. Messages up to `direct_bytes` (and one region) take the
 // one-synchronisation path where every rank reduces everything; larger ones are
 // reduce-scattered and allgathered region by region.
+struct SharedLimits {
+  std::size_t direct_bytes = 0;  // up to this: the one-synchronisation path
+  // From this size on, results are copied out with Executor::copy_streaming.
+  std::size_t stream_bytes = SIZE_MAX;
+  // From this size on, where the arena can read peers' memory and both views
+  // are single unscaled buffers: single-copy rounds (no copy into the arena).
+  std::size_t single_copy_bytes = SIZE_MAX;
+  std::size_t single_copy_round_bytes = 0;  // a single-copy round's size (at least a region)
+};
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
-                      const ReduceSpec& spec, std::size_t direct_bytes);
+                      const ReduceSpec& spec, const SharedLimits& limits);
 
 // Two levels: the node's ranks reduce-scatter through shared memory into
 // `shard_owners` shards (the smallest node's rank count, so every node has an

@@ -7,6 +7,8 @@
 // everyone copies all result blocks out. Per rank and byte that is one copy in,
 // one read per rank of its own block and one copy out, the round's data staying in
 // cache between the steps; two buffers per rank overlap neighbouring rounds.
+// With single-copy reads (SharedArena::read_peer) large messages skip the copy
+// in and the copy out through the arena: see SharedRounds::allreduce_single_copy.
 #include "collectives/algorithms.hpp"
 #include "collectives/block_partition.hpp"
 #include "collectives/shared_rounds.hpp"
@@ -15,15 +17,31 @@
 
 namespace concord::detail {
 
+namespace {
+
+bool use_single_copy(const SharedArena& node, const MessageView& src, const MessageView& dst,
+                     std::size_t bytes, const SharedLimits& limits) {
+  return node.can_read_peer() && bytes >= limits.single_copy_bytes &&
+         src.contiguous_data() != nullptr && dst.contiguous_data() != nullptr && !dst.scaled();
+}
+
+}  // namespace
+
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
-                      const ReduceSpec& spec, std::size_t direct_bytes) {
+                      const ReduceSpec& spec, const SharedLimits& limits) {
   SharedRounds rounds(node, spec);
-  const std::size_t capacity = rounds.region_elements();
+  std::size_t capacity = rounds.region_elements();
   const std::size_t count = src.count();
-  if (count * spec.elem_size <= direct_bytes && count <= capacity) {
+  const std::size_t bytes = count * spec.elem_size;
+  if (bytes <= limits.direct_bytes && count <= capacity) {
     rounds.direct(src, dst);
     return;
   }
+  const bool single_copy = use_single_copy(node, src, dst, bytes, limits);
+  // Single-copy rounds hold no data in the arena: their size only bounds the
+  // bounce buffer ((p-1)/p of a round) and sets how often ranks synchronise.
+  if (single_copy) capacity = std::max(capacity, limits.single_copy_round_bytes / spec.elem_size);
+  rounds.stream_output(bytes >= limits.stream_bytes);
   const auto ranks = static_cast<std::size_t>(node.size());
   std::vector<Piece> pieces(ranks);
   for (std::size_t offset = 0; offset < count; offset += capacity) {
@@ -32,8 +50,13 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     const BlockPartition blocks(std::min(capacity, count - offset), ranks,
                                 line_quantum(spec.elem_size));
     for (std::size_t j = 0; j < ranks; ++j) pieces[j] = {offset + blocks.offset(j), blocks.size(j)};
-    rounds.allreduce(src, dst, pieces);
+    if (single_copy) {
+      rounds.allreduce_single_copy(src.contiguous_data(), dst.contiguous_data(), pieces);
+    } else {
+      rounds.allreduce(src, dst, pieces);
+    }
   }
+  if (single_copy) rounds.finish_single_copy();
 }
 
 }  // namespace concord::detail

@@ -31,6 +31,10 @@ class MessageView {
   }
 
   std::size_t count() const { return starts_.back(); }
+  // One buffer (a single segment): its start, else nullptr.
+  std::byte* contiguous_data() const {
+    return segments_.size() == 1 ? segments_.front().data : nullptr;
+  }
   bool scaled() const {
     return std::any_of(segments_.begin(), segments_.end(),
                        [](const Segment& s) { return s.out_scale != 1.0; });

@@ -1,5 +1,7 @@
 #include "collectives/shared_rounds.hpp"
 
+#include "collectives/shared_phases.hpp"
+
 #include <algorithm>
 
 namespace concord::detail {
@@ -113,7 +115,12 @@ void SharedRounds::copy_out(const std::byte* from, const Piece& piece,
   const std::size_t esize = spec_.elem_size;
   dst.for_each_run(piece.offset, piece.count,
                    [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
-                     spec_.exec->copy(p, from + off * esize, n * esize);
+                     // (A scaled result is read again at once: keep it cached.)
+                     if (stream_output_ && factor == 1.0) {
+                       spec_.exec->copy_streaming(p, from + off * esize, n * esize);
+                     } else {
+                       spec_.exec->copy(p, from + off * esize, n * esize);
+                     }
                      // Still in cache: scaling here costs little.
                      if (factor != 1.0) spec_.exec->scale(p, n, factor);
                    });
@@ -182,23 +189,106 @@ void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
 
 void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
                              const std::vector<Piece>& pieces) {
+  ShmPhaseClock clock;
   const std::uint64_t round = begin_round();
+  clock.lap(ShmPhase::WaitSlot);
   contribute(round, src, pieces);
+  clock.lap(ShmPhase::CopyIn);
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
+  clock.lap(ShmPhase::WaitInputs);
   const auto mine = static_cast<std::size_t>(arena_.rank());
   if (mine < pieces.size()) {
     // Reduce into the result region (hot in this core's cache, read by peers
     // next), publish, and only then copy it out.
     reduce_own_piece(round, src, arena_.region(arena_.rank(), result_region(round)), pieces);
   }
+  clock.lap(ShmPhase::Reduce);
   publish(counter(round, Step::PieceReduced));
   wait_all(counter(round, Step::PieceReduced));
+  clock.lap(ShmPhase::WaitReduced);
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (pieces[j].count == 0) continue;
     copy_out(arena_.region(static_cast<int>(j), result_region(round)), pieces[j], dst);
   }
   publish(counter(round, Step::Done));
+  clock.lap(ShmPhase::CopyOut);
+  clock.end_round();
+}
+
+}  // namespace concord::detail
+
+namespace concord::detail {
+namespace {
+
+// What a rank publishes, in its input region of the round, for single-copy
+// rounds: where its buffers lie in its own address space.
+struct BufferAddresses {
+  const std::byte* src;
+  std::byte* dst;
+};
+
+const BufferAddresses& addresses_of(const SharedArena& arena, int owner, std::uint64_t round) {
+  return *reinterpret_cast<const BufferAddresses*>(arena.region(owner, input_region(round)));
+}
+
+}  // namespace
+
+void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::byte* src,
+                                                std::byte* dst, const Piece& piece) {
+  const int me = arena_.rank();
+  const std::size_t bytes = piece.count * spec_.elem_size;
+  const std::size_t at = piece.offset * spec_.elem_size;
+  const auto ranks = static_cast<std::size_t>(arena_.size());
+  // One bounce slot per peer, at most a region in all: it stays in cache
+  // between the read and the reduction.
+  std::byte* bounce = spec_.exec->scratch(bytes * (ranks - 1));
+  std::vector<const void*>& sources = source_list(ranks);
+  std::size_t k = 0;
+  sources[k++] = src + at;
+  for (int peer = 0; peer < arena_.size(); ++peer) {
+    if (peer == me) continue;
+    std::byte* slot = bounce + (k - 1) * bytes;
+    arena_.read_peer(peer, slot, addresses_of(arena_, peer, round).src + at, bytes);
+    sources[k++] = slot;
+  }
+  spec_.exec->reduce_many(dst + at, sources.data(), k, piece.count);
+}
+
+void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
+                                         const std::vector<Piece>& pieces) {
+  ShmPhaseClock clock;
+  const std::uint64_t round = begin_round();
+  clock.lap(ShmPhase::WaitSlot);
+  auto* mine =
+      reinterpret_cast<BufferAddresses*>(arena_.region(arena_.rank(), input_region(round)));
+  *mine = {src, dst};
+  publish(counter(round, Step::InputsReady));
+  wait_all(counter(round, Step::InputsReady));
+  clock.lap(ShmPhase::WaitInputs);
+  const auto me = static_cast<std::size_t>(arena_.rank());
+  if (me < pieces.size() && pieces[me].count != 0) {
+    reduce_own_piece_single_copy(round, src, dst, pieces[me]);
+  }
+  clock.lap(ShmPhase::Reduce);
+  publish(counter(round, Step::PieceReduced));
+  wait_all(counter(round, Step::PieceReduced));
+  clock.lap(ShmPhase::WaitReduced);
+  for (std::size_t j = 0; j < pieces.size(); ++j) {
+    if (j == me || pieces[j].count == 0) continue;
+    const std::size_t at = pieces[j].offset * spec_.elem_size;
+    arena_.read_peer(static_cast<int>(j), dst + at,
+                     addresses_of(arena_, static_cast<int>(j), round).dst + at,
+                     pieces[j].count * spec_.elem_size);
+  }
+  publish(counter(round, Step::Done));
+  clock.lap(ShmPhase::CopyOut);
+  clock.end_round();
+}
+
+void SharedRounds::finish_single_copy() {
+  const std::uint64_t done = arena_.published();
+  if (done >= kStepsPerRound) wait_all(done);
 }
 
 }  // namespace concord::detail

@@ -32,6 +32,9 @@ class SharedRounds {
 
   // Elements of this dtype that fit in one region.
   std::size_t region_elements() const { return arena_.region_bytes() / spec_.elem_size; }
+  // allreduce() copies results out with Executor::copy_streaming (outputs
+  // larger than the last-level cache).
+  void stream_output(bool on) { stream_output_ = on; }
 
   // Small messages, count <= region_elements(): every rank reduces the whole
   // vector from every rank's input, in rank order (so every rank gets the same
@@ -50,6 +53,19 @@ class SharedRounds {
   // dst's out_scale factors). src and dst may be the same view.
   void allreduce(const MessageView& src, const MessageView& dst, const std::vector<Piece>& pieces);
 
+  // The same round with single-copy reads (arena.can_read_peer()), on whole
+  // contiguous, unscaled buffers: every rank publishes the addresses of its
+  // src and dst; the owner of a piece reads the peers' parts of it straight out
+  // of their src into a bounce buffer and reduces into its own dst; then every
+  // rank reads the other pieces straight out of their owners' dst. Nothing is
+  // copied into the arena. Peers read the caller's buffers until their Done:
+  // call finish_single_copy() before returning to the user.
+  void allreduce_single_copy(const std::byte* src, std::byte* dst,
+                             const std::vector<Piece>& pieces);
+  // Waits until every peer has finished the last round (read all it needed
+  // from this rank's buffers).
+  void finish_single_copy();
+
  private:
   std::uint64_t begin_round();
   void publish(std::uint64_t value);  // fences the executor first
@@ -63,9 +79,14 @@ class SharedRounds {
   // Copies [piece.offset, +count) from `from` into dst, scaling as dst says.
   void copy_out(const std::byte* from, const Piece& piece, const MessageView& dst) const;
   std::size_t region_offset(const std::vector<Piece>& pieces, std::size_t piece) const;
+  // Reduces the caller's piece from its own src and the peers' (read into a
+  // bounce buffer) into its dst, in the rank order reduce_own_piece uses.
+  void reduce_own_piece_single_copy(std::uint64_t round, const std::byte* src, std::byte* dst,
+                                    const Piece& piece);
 
   SharedArena& arena_;
   ReduceSpec spec_;
+  bool stream_output_ = false;
 };
 
 }  // namespace concord::detail

@@ -27,6 +27,9 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
   if (!json.is_object()) bad_table(origin, "\"thresholds\" must be an object");
   const std::pair<const char*, std::size_t*> fields[] = {
       {"shm_direct_bytes", &out.shm_direct_bytes},
+      {"shm_stream_bytes", &out.shm_stream_bytes},
+      {"shm_single_copy_bytes", &out.shm_single_copy_bytes},
+      {"shm_single_copy_round_bytes", &out.shm_single_copy_round_bytes},
       {"cuda_direct_bytes", &out.cuda_direct_bytes},
       {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
   for (const auto& [key, value] : json.items()) {
@@ -138,6 +141,8 @@ const SizeThresholds& size_thresholds() {
     SizeThresholds t = active_tuning_table().thresholds();
     const Config& cfg = config();
     if (cfg.shm_direct_bytes) t.shm_direct_bytes = *cfg.shm_direct_bytes;
+    if (cfg.shm_stream_bytes) t.shm_stream_bytes = *cfg.shm_stream_bytes;
+    if (cfg.shm_single_copy_bytes) t.shm_single_copy_bytes = *cfg.shm_single_copy_bytes;
     if (cfg.cuda_direct_bytes) t.cuda_direct_bytes = *cfg.cuda_direct_bytes;
     return t;
   }();

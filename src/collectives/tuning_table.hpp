@@ -23,6 +23,15 @@ struct SizeThresholds {
   // Host messages up to this size take the one-synchronisation shared-memory
   // path (every rank reduces everything).
   std::size_t shm_direct_bytes = 1024;
+  // Host messages of at least this size copy their results out of shared
+  // memory with non-temporal stores (Executor::copy_streaming): the output is
+  // larger than the last-level cache and would only evict the next round.
+  std::size_t shm_stream_bytes = 8 << 20;
+  // Host messages of at least this size take single-copy rounds where the
+  // node's ranks may read each other's memory (cross-memory attach).
+  std::size_t shm_single_copy_bytes = 256 << 10;
+  // The data one single-copy round moves: its bounce buffer is (p-1)/p of it.
+  std::size_t shm_single_copy_round_bytes = 4 << 20;
   // The same for device messages over CUDA IPC.
   std::size_t cuda_direct_bytes = 256 * 1024;
   // Device shards up to this size cross nodes over NCCL by recursive doubling,

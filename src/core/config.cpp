@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 
 namespace concord::detail {
 namespace {
@@ -74,6 +75,18 @@ Config parse_config(const EnvLookup& lookup) {
   if (auto v = lookup("CONCORD_SHM_DIRECT_BYTES"); v && !v->empty()) {
     config.shm_direct_bytes = parse_unsigned("CONCORD_SHM_DIRECT_BYTES", *v, 0, 1ull << 30);
   }
+  if (auto v = lookup("CONCORD_SHM_STREAM_BYTES"); v && !v->empty()) {
+    config.shm_stream_bytes =
+        parse_unsigned("CONCORD_SHM_STREAM_BYTES", *v, 0, std::numeric_limits<std::size_t>::max());
+  }
+  if (auto v = lookup("CONCORD_SHM_SINGLE_COPY_BYTES"); v && !v->empty()) {
+    config.shm_single_copy_bytes = parse_unsigned("CONCORD_SHM_SINGLE_COPY_BYTES", *v, 0,
+                                                  std::numeric_limits<std::size_t>::max());
+  }
+  if (auto v = lookup("CONCORD_SHM_CMA"); v && !v->empty())
+    config.shm_cma = parse_bool("CONCORD_SHM_CMA", *v);
+  if (auto v = lookup("CONCORD_SHM_PHASE_TIMES"); v && !v->empty())
+    config.shm_phase_times = parse_bool("CONCORD_SHM_PHASE_TIMES", *v);
   if (auto v = lookup("CONCORD_FUSION_THRESHOLD"); v && !v->empty()) {
     config.fusion_threshold = parse_unsigned("CONCORD_FUSION_THRESHOLD", *v, 0, 1ull << 34);
   }

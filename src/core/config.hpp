@@ -37,6 +37,19 @@ struct Config {
   // one-synchronisation shared-memory path. Unset: the tuning table's
   // shm_direct_bytes (size_thresholds() in collectives/tuning_table.hpp).
   std::optional<std::size_t> shm_direct_bytes;
+  // CONCORD_SHM_PHASE_TIMES=1: the shared-memory allreduce times its steps
+  // (collectives/shared_phases.hpp); for concord-bench's breakdown.
+  bool shm_phase_times = false;
+  // CONCORD_SHM_CMA=0: no single-copy reads (process_vm_readv) between the
+  // ranks of a node; large shared-memory messages are copied through the segment.
+  bool shm_cma = true;
+  // CONCORD_SHM_SINGLE_COPY_BYTES: host messages of at least this size take the
+  // single-copy rounds where available. Unset: the tuning table's.
+  std::optional<std::size_t> shm_single_copy_bytes;
+  // CONCORD_SHM_STREAM_BYTES: host messages of at least this size copy their
+  // results out with non-temporal stores. Unset: the tuning table's
+  // shm_stream_bytes.
+  std::optional<std::size_t> shm_stream_bytes;
 
   // The engine (docs/ENGINE.md). CONCORD_FUSION_THRESHOLD: largest fusion
   // bucket in bytes (0: no fusion).

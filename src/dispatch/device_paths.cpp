@@ -114,7 +114,7 @@ void run_device_allreduce(const Call& call, const Communicator& comm, bool devic
     case Path::SharedMemory:
       allreduce_shared(*res.arena, MessageView(call.send, call.count, esize),
                        MessageView(call.recv, call.count, esize), spec,
-                       size_thresholds().cuda_direct_bytes);
+                       SharedLimits{size_thresholds().cuda_direct_bytes});
       break;
     case Path::Hierarchical:
     case Path::Flat: {

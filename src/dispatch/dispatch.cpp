@@ -24,6 +24,14 @@
 namespace concord::detail {
 namespace {
 
+// The size limits of the host shared-memory path, all from the tuning table
+// (and the variables that override it).
+SharedLimits host_shared_limits() {
+  const SizeThresholds& t = size_thresholds();
+  return {t.shm_direct_bytes, t.shm_stream_bytes, t.shm_single_copy_bytes,
+          t.shm_single_copy_round_bytes};
+}
+
 void validate_options(const char* what, const AllreduceOptions& options, int rank) {
   if (static_cast<int>(options.algorithm) < 0 ||
       static_cast<int>(options.algorithm) > static_cast<int>(Algorithm::Hierarchical)) {
@@ -98,7 +106,7 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
     case Path::SharedMemory:
       allreduce_shared(*state.arena, MessageView(call.send, call.count, spec.elem_size),
                        MessageView(call.recv, call.count, spec.elem_size), spec,
-                       size_thresholds().shm_direct_bytes);
+                       host_shared_limits());
       break;
     case Path::Hierarchical: {
       // Across nodes: a flat algorithm over MPI among the ranks with this local rank.
@@ -180,7 +188,7 @@ void allreduce_segments(std::vector<Segment> segments, DataType dtype, ReduceOp 
   const ReduceSpec spec{size_of(dtype), dtype, &exec};
   const MessageView view(std::move(segments), spec.elem_size);
   if (view.count() == 0) return;
-  allreduce_shared(*comm.state().arena, view, view, spec, size_thresholds().shm_direct_bytes);
+  allreduce_shared(*comm.state().arena, view, view, spec, host_shared_limits());
 }
 
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {

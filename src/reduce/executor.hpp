@@ -19,6 +19,13 @@ class Executor {
   virtual void reduce_many(void* dst, const void* const* srcs, std::size_t n,
                            std::size_t count) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  // The same copy, for output that will not be read again soon: where the
+  // executor can, it writes around the caches (non-temporal stores), so a
+  // destination larger than the last-level cache is not first read into it.
+  // Complete and visible when it returns, like copy().
+  virtual void copy_streaming(void* dst, const void* src, std::size_t bytes) {
+    copy(dst, src, bytes);
+  }
   // buf[i] *= factor; floating-point dtypes only.
   virtual void scale(void* buf, std::size_t count, double factor) = 0;
   // At least `bytes` of the executor's kind of memory, 64-byte aligned, valid

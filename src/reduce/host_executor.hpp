@@ -18,6 +18,7 @@ class HostExecutor final : public Executor {
   }
   void reduce_many(void* dst, const void* const* srcs, std::size_t n, std::size_t count) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
+  void copy_streaming(void* dst, const void* src, std::size_t bytes) override;
   void scale(void* buf, std::size_t count, double factor) override;
   std::byte* scratch(std::size_t bytes) override;
 

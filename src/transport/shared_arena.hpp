@@ -4,6 +4,8 @@
 // what a counter value means is the algorithm's business.
 #pragma once
 
+#include <concord/error.hpp>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -33,6 +35,18 @@ class SharedArena {
   // Returns once `peer`'s counter is at least `value`: spins briefly, then yields
   // the core, so more ranks than cores still make progress.
   virtual void wait_for(int peer, std::uint64_t value) const = 0;
+
+  // Single copy: whether read_peer() works from every rank of the arena to every
+  // other (agreed on all of them when the arena was made; false where the
+  // kernel refuses it, or it was switched off).
+  virtual bool can_read_peer() const { return false; }
+  // Copies `bytes` from `from`, an address in `peer`'s own memory (not the
+  // arena: a buffer whose address the peer published), to `to` in the caller's.
+  // Precondition: can_read_peer(). Throws Error(SystemError) naming the call.
+  virtual void read_peer(int /*peer*/, void* /*to*/, const void* /*from*/,
+                         std::size_t /*bytes*/) const {
+    throw Error(ErrorCode::Internal, -1, "read_peer on an arena without single-copy reads");
+  }
 };
 
 }  // namespace concord::detail

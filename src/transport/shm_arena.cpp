@@ -2,6 +2,7 @@
 
 #include "core/agreement.hpp"
 #include "core/mpi_check.hpp"
+#include "transport/peer_reads.hpp"
 
 #include <concord/error.hpp>
 
@@ -200,6 +201,47 @@ std::byte* ShmArena::region(int owner, int index) const {
 
 std::uint64_t* ShmArena::counter(int owner) const {
   return reinterpret_cast<std::uint64_t*>(base_ + static_cast<std::size_t>(owner) * slot_bytes_);
+}
+
+ShmArena::PeerIdentity* ShmArena::identity(int owner) const {
+  return reinterpret_cast<PeerIdentity*>(base_ + static_cast<std::size_t>(owner) * slot_bytes_ +
+                                         kAlign);
+}
+
+std::string ShmArena::probe_peer_reads(MPI_Comm local) {
+  constexpr std::uint64_t kProbe = 0x636f6e636f726400;  // "concord\0"
+  const pid_t self = ::getpid();
+  std::string failure = allow_peer_reads();
+  probe_ = kProbe ^ static_cast<std::uint64_t>(self);
+  *identity(rank_) = {self, reinterpret_cast<std::uint64_t>(&probe_)};
+  // Everyone's identity and ptracer permission are in place before anyone reads.
+  check_mpi(MPI_Barrier(local), "MPI_Barrier", rank_);
+  for (int peer = 0; peer < size_ && failure.empty(); ++peer) {
+    if (peer == rank_) continue;
+    const PeerIdentity who = *identity(peer);
+    std::uint64_t seen = 0;
+    const int error =
+        read_process_memory(static_cast<pid_t>(who.pid), &seen,
+                            reinterpret_cast<const void*>(who.probe_address), sizeof seen);
+    if (error != 0) {
+      failure = fmt::format("process_vm_readv from local rank {} (pid {}): {}", peer, who.pid,
+                            std::strerror(error));
+    } else if (seen != (kProbe ^ static_cast<std::uint64_t>(who.pid))) {
+      failure = fmt::format("process_vm_readv from local rank {} read a wrong value", peer);
+    }
+  }
+  return failure;
+}
+
+void ShmArena::read_peer(int peer, void* to, const void* from, std::size_t bytes) const {
+  if (bytes == 0) return;
+  const auto pid = static_cast<pid_t>(identity(peer)->pid);
+  if (const int error = read_process_memory(pid, to, from, bytes); error != 0) {
+    throw Error(ErrorCode::SystemError, -1,
+                fmt::format("single-copy read of {} bytes from local rank {} (process_vm_readv): "
+                            "{} (set CONCORD_SHM_CMA=0 to copy through shared memory)",
+                            bytes, peer, std::strerror(error)));
+  }
 }
 
 void ShmArena::publish(std::uint64_t value) {

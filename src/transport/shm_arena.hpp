@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
 
 namespace concord::detail {
 
@@ -36,9 +38,25 @@ class ShmArena final : public SharedArena {
   bool wait_until(int peer, std::uint64_t value,
                   std::chrono::steady_clock::time_point deadline) const;
 
+  // Collective over `local` (the ranks that made the arena): tries single-copy
+  // reads (process_vm_readv) from every rank to every other. Returns "" where
+  // this rank's reads worked, else why not; the caller agrees on the outcome and
+  // calls set_peer_reads(true) on every rank or on none.
+  std::string probe_peer_reads(MPI_Comm local);
+  void set_peer_reads(bool on) { peer_reads_ = on; }
+  bool can_read_peer() const override { return peer_reads_; }
+  void read_peer(int peer, void* to, const void* from, std::size_t bytes) const override;
+
  private:
   ShmArena(std::byte* base, std::size_t mapped_bytes, int rank, int size, std::size_t region_bytes);
   std::uint64_t* counter(int owner) const;
+  // Beside the counter, on its second line: the owner's pid and the address of
+  // its probe word, for probe_peer_reads and read_peer.
+  struct PeerIdentity {
+    std::int64_t pid;
+    std::uint64_t probe_address;
+  };
+  PeerIdentity* identity(int owner) const;
 
   std::byte* base_;
   std::size_t mapped_bytes_;
@@ -46,6 +64,8 @@ class ShmArena final : public SharedArena {
   int size_;
   std::size_t region_bytes_;
   std::size_t slot_bytes_;
+  bool peer_reads_ = false;
+  std::uint64_t probe_ = 0;  // read by peers in probe_peer_reads
 };
 
 }  // namespace concord::detail

@@ -107,7 +107,7 @@ TEST_CASE("the node allreduce is correct when copies and reductions run only at 
                                       const void* send, void* recv, std::size_t count) {
       const detail::MessageView src(send, count, spec.elem_size);
       const detail::MessageView dst(recv, count, spec.elem_size);
-      detail::allreduce_shared(*arena, src, dst, spec, direct_bytes);
+      detail::allreduce_shared(*arena, src, dst, spec, detail::SharedLimits{direct_bytes});
     });
   }
 }

@@ -32,6 +32,8 @@ TEST_CASE("defaults when nothing is set", "[config]") {
   CHECK(c.shm_region_bytes == 256 * 1024);
   CHECK_FALSE(c.shm_direct_bytes.has_value());  // the tuning table's (test_tuning_table.cpp)
   CHECK(c.transport_timeout_s == 1800.0);
+  CHECK_FALSE(c.shm_stream_bytes.has_value());  // the same
+  CHECK_FALSE(c.shm_phase_times);
 }
 
 TEST_CASE("the transport timeout", "[config]") {
@@ -46,7 +48,13 @@ TEST_CASE("the transport timeout", "[config]") {
 TEST_CASE("shared-memory variables", "[config]") {
   auto c = parse_config(env({{"CONCORD_SHM", "0"},
                              {"CONCORD_SHM_REGION_BYTES", "4096"},
-                             {"CONCORD_SHM_DIRECT_BYTES", "0"}}));
+                             {"CONCORD_SHM_DIRECT_BYTES", "0"},
+                             {"CONCORD_SHM_STREAM_BYTES", "0"},
+                             {"CONCORD_SHM_PHASE_TIMES", "1"}}));
+  CHECK(c.shm_stream_bytes == 0);
+  CHECK(c.shm_phase_times);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_SHM_STREAM_BYTES", "-1"}})),
+                    Catch::Matchers::Contains("CONCORD_SHM_STREAM_BYTES='-1'"));
   CHECK_FALSE(c.shm);
   CHECK(c.shm_region_bytes == 4096);
   CHECK(c.shm_direct_bytes == 0);
