@@ -39,8 +39,30 @@ _OPS = ("sum", "avg", "min", "max", "prod")
 
 def init() -> None:
     """Starts MPI and concord's engine (collective: call it on every rank)."""
+    _start()
+    _explicit_api("concord.tensorflow.init()")
+
+
+def _start() -> None:
     _concord.init()
     _concord.start_engine()
+
+
+# The launcher's transparent mode (concord.tensorflow.run) registers here what
+# to undo when the script turns out to use the explicit API itself: averaging
+# or sharding twice would train a different model.
+_explicit_hooks: List = []
+_explicit_user: List[str] = []
+
+
+def _explicit_api(what: str) -> None:
+    """Records that the script uses the explicit API (`what`); the first time,
+    runs the hooks (the transparent patches are undone)."""
+    if _explicit_user:
+        return
+    _explicit_user.append(what)
+    for hook in list(_explicit_hooks):
+        hook(what)
 
 
 rank = _concord_py.rank
@@ -145,6 +167,7 @@ class DistributedGradientTape:
     """Wraps a tf.GradientTape: gradient() returns gradients averaged over ranks."""
 
     def __init__(self, tape: tf.GradientTape, op: str = "avg"):
+        _explicit_api("concord.tensorflow.DistributedGradientTape")
         self._tape = tape
         self._op = op
 
@@ -191,6 +214,7 @@ def DistributedOptimizer(optimizer):
     Returns the same object (its apply() is wrapped), so Keras sees its own type."""
     if getattr(optimizer, "_concord_wrapped", False):
         return optimizer
+    _explicit_api("concord.tensorflow.DistributedOptimizer")
     original = type(optimizer).apply
     bound = _averaged_apply(original)
     optimizer.apply = bound.__get__(optimizer, type(optimizer))

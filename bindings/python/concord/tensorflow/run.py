@@ -292,8 +292,36 @@ class _Patcher:
         self.o = options
         self.rank, self.size = ctf.rank(), ctf.size()
         self._said = set()
+        self._undo = []  # (owner, name, original, missing-marker), in patch order
+        self._used = False  # a patched fit/evaluate/optimizer step ran
         self._local = threading.local()  # .saving: depth of nested saves in this thread
         self._fitting = 0  # fit() calls under way (in any thread: callbacks may run on others)
+
+    def _set(self, owner, name, value):
+        """owner.name = value, remembered so that undo() can put the original back
+        (the first original where a name is patched twice)."""
+        missing = object()
+        self._undo.append((owner, name, owner.__dict__.get(name, missing)
+                           if isinstance(owner, type) else getattr(owner, name, missing), missing))
+        setattr(owner, name, value)
+
+    def undo(self, what):
+        """Undoes every patch: the script uses the explicit API (`what`), which
+        averages and shards itself; the patches would do it a second time."""
+        for owner, name, original, missing in reversed(self._undo):
+            if original is missing:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        self._undo.clear()
+        if self._used:
+            raise RuntimeError(
+                f"concord: the script uses {what} after training under concordrun's transparent "
+                "mode has begun (fit, evaluate or an optimizer step ran first): use the explicit "
+                "API from the start (import it before training), or not at all")
+        self.say_once("explicit", f"the script uses {what}: running it without the transparent "
+                                  "patches (no input sharding, no gradient averaging, no I/O "
+                                  "changes by concordrun)")
 
     def say_once(self, key, text):
         if key not in self._said and self.rank == 0:
@@ -311,11 +339,11 @@ class _Patcher:
                 todo.extend(cls.__subclasses__())
         for cls in classes:
             if "apply" in cls.__dict__:
-                cls.apply = self.ctf._averaged_apply(cls.__dict__["apply"])
+                self._set(cls, "apply", self.ctf._averaged_apply(cls.__dict__["apply"]))
         # Classes that inherit apply() from above the Keras Optimizer.
         if "apply" not in base.__dict__:
             original = base.apply
-            base.apply = self.ctf._averaged_apply(original)
+            self._set(base, "apply", self.ctf._averaged_apply(original))
 
     # -- data ----------------------------------------------------------------
     def global_batch(self, batch_size):
@@ -437,6 +465,7 @@ class _Patcher:
         def fit(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
                 validation_split=0.0, validation_data=None, shuffle=True, sample_weight=None,
                 **kwargs):
+            patcher._used = True
             callbacks = [ctf.MetricAverage(), AverageMovingStatistics()] + \
                 list(callbacks or []) + [BroadcastState()]
             if patcher.size > 1:
@@ -470,7 +499,7 @@ class _Patcher:
                             validation_split=validation_split, validation_data=validation_data,
                             shuffle=shuffle, sample_weight=sample_weight, **kwargs)
 
-        keras.Model.fit = fit
+        self._set(keras.Model, "fit", fit)
 
     def evaluate(self):
         keras = self.keras
@@ -480,6 +509,7 @@ class _Patcher:
         @functools.wraps(original)
         def evaluate(model, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                      **kwargs):
+            patcher._used = True
             if kwargs.get("_use_cached_eval_dataset"):
                 # fit()'s validation: its data is sharded already, and the val_
                 # metrics are averaged with the epoch's logs.
@@ -496,7 +526,7 @@ class _Patcher:
                               sample_weight=sample_weight, **kwargs)
             return _average_result(result)
 
-        keras.Model.evaluate = evaluate
+        self._set(keras.Model, "evaluate", evaluate)
 
     def compile(self):
         keras = self.keras
@@ -514,7 +544,7 @@ class _Patcher:
             kwargs["jit_compile"] = False
             return original(model, *args, **kwargs)
 
-        owner.compile = compile
+        self._set(owner, "compile", compile)
 
     # -- seed ------------------------------------------------------------------
     def seed(self):
@@ -568,7 +598,7 @@ class _Patcher:
                           (keras.Model, "export")):
             fn = getattr(cls, name, None)
             if fn is not None and not getattr(fn, "_concord_collective", False):
-                setattr(cls, name, self._collective_write(fn, f"Model.{name}"))
+                self._set(cls, name, self._collective_write(fn, f"Model.{name}"))
         modules = [keras.saving, keras.models]
         try:
             modules.append(importlib.import_module("keras.src.saving.saving_api"))
@@ -582,7 +612,7 @@ class _Patcher:
                     continue
                 if fn not in wrapped:
                     wrapped[fn] = self._collective_write(fn, f"keras.saving.{name}")
-                setattr(module, name, wrapped[fn])
+                self._set(module, name, wrapped[fn])
 
     def io(self):
         keras = self.keras
@@ -608,9 +638,9 @@ class _Patcher:
                 _wait_for_every_rank("fit")
             return result
 
-        keras.Model.fit = fit
+        self._set(keras.Model, "fit", fit)
         if self.rank != 0:
-            sys.stdout = open(os.devnull, "w")
+            self._set(sys, "stdout", open(os.devnull, "w"))
 
 
 def _share_cores():
@@ -639,8 +669,9 @@ def main(argv=None):
     # Long enough for rank 0 to write a large checkpoint while the others wait.
     os.environ.setdefault("CONCORD_STALL_TIMEOUT_S", "1800")
     from concord import tensorflow as ctf
-    ctf.init()
+    ctf._start()
     p = _Patcher(o)
+    ctf._explicit_hooks.append(p.undo)
     if not o.no_optimizers:
         p.optimizers()
     if not o.no_fit:
