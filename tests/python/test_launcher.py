@@ -68,7 +68,11 @@ def test_hydra_output_patterns_take_a_value():
 
 
 def test_runner_takes_a_module(tmp_path, monkeypatch):
-    from concord.tensorflow.run import _parse
+    from concord.tensorflow.run import __doc__ as doc
+    from concord.tensorflow.transparent.options import parse
+
+    def _parse(argv):
+        return parse(argv, doc)
     o = _parse(["--no-seed", "-m", "pkg.train", "--epochs", "2", "-v"])
     assert (o.module, o.args, o.no_seed, o.script) == ("pkg.train", ["--epochs", "2", "-v"], True,
                                                         None)

@@ -20,7 +20,7 @@ def function(feature: str, hint: str = ""):
     def unsupported(*args, **kwargs):
         fail(feature, hint)
     unsupported.__name__ = feature.split(".")[-1].split("(")[0]
-    unsupported.__doc__ = f"Not provided by concord: calling it raises HorovodFeatureNotProvided."
+    unsupported.__doc__ = "Not provided by concord: calling it raises HorovodFeatureNotProvided."
     return unsupported
 
 

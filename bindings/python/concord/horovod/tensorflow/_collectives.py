@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import concord as _concord_py
 from concord import tensorflow as _ctf
+from concord.tensorflow import _exchange
 from concord.horovod import _basics
 from concord.horovod.tensorflow.compression import Compression
 
@@ -25,12 +26,6 @@ def engine_op(name: str):
             f"concord.horovod: hvd.{name} needs concord.tensorflow.{name}, which this build of "
             "concord's engine does not provide")
     return fn
-
-
-def _scale(tensor, factor):
-    if factor == 1.0 or tensor is None:
-        return tensor
-    return tensor * tf.cast(factor, tensor.dtype)
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
@@ -60,28 +55,9 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       postscale_factor=1.0, process_set=None, names=None):
     """allreduce of a list of tensors as one group (fused by the engine)."""
     _basics.check_process_set(process_set)
-    op_name = _basics.op_name(op, average)
-    tensors = list(tensors)
-    sent, ctxs = [], []
-    for t in tensors:
-        if t is None or isinstance(t, tf.IndexedSlices):
-            sent.append(t)
-            ctxs.append(None)
-            continue
-        s, c = compression.compress(_scale(tf.convert_to_tensor(t), prescale_factor))
-        sent.append(s)
-        ctxs.append(c)
-    reduced = _ctf.grouped_allreduce(sent, op=op_name, names=names)
-    out = []
-    for t, r, c in zip(tensors, reduced, ctxs):
-        if isinstance(t, tf.IndexedSlices):
-            # prescale is applied here for sparse tensors (not before the gather).
-            out.append(tf.IndexedSlices(_scale(r.values, prescale_factor * postscale_factor),
-                                        r.indices, r.dense_shape))
-        else:
-            out.append(None if r is None else _scale(compression.decompress(r, c),
-                                                     postscale_factor))
-    return out
+    return _exchange.grouped_allreduce(tensors, op=_basics.op_name(op, average),
+                                       compression=compression, prescale=prescale_factor,
+                                       postscale=postscale_factor, names=names)
 
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
