@@ -32,7 +32,9 @@ def concordrun(ranks, mode, out, *extra, env=None):
 
 def assert_same_weights(ranks):
     for r in ranks[1:]:
-        for key in (k for k in ranks[0] if k.startswith("w") and k[1:].isdigit()):
+        weights = [k for k in ranks[0]
+                   if k.startswith("arr_") or (k[0] == "w" and k[1:].isdigit())]
+        for key in weights:
             assert np.array_equal(ranks[0][key], r[key]), f"{key} differs between ranks"
 
 
@@ -155,3 +157,43 @@ def test_every_feature_not_provided_raises_naming_it():
                        text=True, timeout=180)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     assert "checked: 33" in p.stdout
+
+
+# -- the transparent mode's --compression and --accumulate, on a plain script --------
+
+PLAIN = os.path.join(HERE, "plain_keras.py")
+
+
+def _plain(out, cmd, *args):
+    """Runs plain_keras.py under cmd; every process's saved results."""
+    out.mkdir()
+    p = subprocess.run([*cmd, PLAIN, str(out), *args], capture_output=True, text=True,
+                       timeout=240, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    files = sorted(f for f in os.listdir(out) if f.startswith("w-"))
+    return [dict(np.load(out / f)) for f in files], p
+
+
+def test_transparent_accumulate_equals_a_k_times_larger_batch(tmp_path):
+    """concordrun --accumulate 2 at batch_size 8 (4 samples a rank a pass) trains
+    as one process at batch_size 16: the same samples in every step."""
+    (one,), _ = _plain(tmp_path / "one", [sys.executable], "--batch", "16")
+    dist, p = _plain(tmp_path / "dist", [shutil.which("concordrun"), "-np", "2",
+                                         "--accumulate", "2", "python"], "--batch", "8")
+    assert "2 backward passes per optimizer step" in p.stderr
+    assert_same_weights(dist)
+    assert int(dist[0]["iterations"]) == int(one["iterations"]) == 2 * 96 // 16
+    np.testing.assert_allclose(dist[0]["arr_0"], one["arr_0"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dist[0]["arr_1"], one["arr_1"], rtol=1e-5, atol=1e-6)
+
+
+def test_transparent_fp16_compression(tmp_path):
+    full, _ = _plain(tmp_path / "none", [shutil.which("concordrun"), "-np", "2", "python"])
+    half, p = _plain(tmp_path / "fp16", [shutil.which("concordrun"), "-np", "2",
+                                         "--compression", "fp16", "python"])
+    assert "gradients travel as float16" in p.stderr
+    assert_same_weights(half)
+    for key in ("arr_0", "arr_1"):
+        assert half[0][key].dtype == np.float32
+        np.testing.assert_allclose(half[0][key], full[0][key], rtol=1e-2, atol=1e-3)
+    assert not np.array_equal(half[0]["arr_0"], full[0]["arr_0"])
