@@ -50,8 +50,8 @@ class Handle {
   // is rank r's first dimension. For alltoall: the rows received, in source-rank
   // order; first_dims()[r] rows came from rank r. For reducescatter: this rank's
   // block of the reduced rows; first_dims()[r] is rank r's block's rows. For
-  // join: the last rank to join, as one int32 (4 bytes). Block until the results are in (they may also
-  // be read from the operation's own completion callback); throw on failure.
+  // join: the last rank to join, as one int32 (4 bytes). Block until the results are in (they may
+  // also be read from the operation's own completion callback); throw on failure.
   const std::vector<std::byte>& output() const;
   const std::vector<std::size_t>& first_dims() const;
 
@@ -126,9 +126,9 @@ class Engine {
   // first rows % size() ranks get rows / size() + 1 rows, the others rows /
   // size(). The block is in Handle::output(), first_dims()[r] is rank r's rows;
   // the tensor is left as it was. Host tensors only.
-  Handle enqueue_reducescatter(const std::string& name, TensorView tensor,
-                               std::size_t row_elements, ReduceOp op, double prescale = 1.0,
-                               double postscale = 1.0, Completion done = nullptr);
+  Handle enqueue_reducescatter(const std::string& name, TensorView tensor, std::size_t row_elements,
+                               ReduceOp op, double prescale = 1.0, double postscale = 1.0,
+                               Completion done = nullptr);
   // This rank has no more data (Horovod's join). Until every rank has joined, the
   // allreduces the other ranks run (host tensors) get zeros from this rank, and
   // broadcast, allgather, alltoall and reducescatter fail (docs/ENGINE.md). The

@@ -64,8 +64,9 @@ void EngineCore::validate_rows(const Work& w) const {
     }
     std::uint64_t sum = 0;
     for (std::uint64_t n : w.send_rows) {
-      if (n > rows - sum) bad(fmt::format("send_rows {} add up to more than the tensor's {} rows",
-                                          fmt::join(w.send_rows, ","), rows));
+      if (n > rows - sum)
+        bad(fmt::format("send_rows {} add up to more than the tensor's {} rows",
+                        fmt::join(w.send_rows, ","), rows));
       sum += n;
     }
     if (sum != rows) {
@@ -114,9 +115,9 @@ void EngineCore::run_alltoall(Work& w) {
   constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
   const std::size_t esize = size_of(w.sig.dtype);
   const auto too_large = [&] {
-    return Error(ErrorCode::InvalidArgument, data_.rank(),
-                 fmt::format("Engine: tensor '{}': the rows some rank receives overflow in bytes",
-                             w.name));
+    return Error(
+        ErrorCode::InvalidArgument, data_.rank(),
+        fmt::format("Engine: tensor '{}': the rows some rank receives overflow in bytes", w.name));
   };
   if (w.sig.count > kMax / esize) throw too_large();
   const std::size_t row_bytes = w.sig.count * esize;
@@ -149,7 +150,8 @@ void EngineCore::run_reducescatter(Work& w) {
   const std::vector<std::size_t> blocks =
       reducescatter_rows(w.sig.count / w.sig.row_elements, data_.size());
   const auto me = static_cast<std::size_t>(data_.rank());
-  const std::size_t first_row = std::accumulate(blocks.begin(), blocks.begin() + me, std::size_t{0});
+  const std::size_t first_row =
+      std::accumulate(blocks.begin(), blocks.begin() + me, std::size_t{0});
   // The whole tensor is reduced (one allreduce, the engine's algorithms), then
   // this rank keeps its rows; the caller's tensor stays as it was.
   std::vector<std::byte> reduced(w.tensor.count * esize);
@@ -160,12 +162,12 @@ void EngineCore::run_reducescatter(Work& w) {
     options.algorithm = algorithm_;
     options.device = Device::Cpu;
     const ReduceOp op = w.sig.op == ReduceOp::Avg ? ReduceOp::Sum : w.sig.op;
-    dispatch_allreduce("reducescatter", reduced.data(), reduced.data(), w.tensor.count,
-                       w.sig.dtype, op, data_, options);
+    dispatch_allreduce("reducescatter", reduced.data(), reduced.data(), w.tensor.count, w.sig.dtype,
+                       op, data_, options);
   }
-  std::vector<std::byte> mine(reduced.begin() + static_cast<std::ptrdiff_t>(first_row * row_bytes),
-                              reduced.begin() +
-                                  static_cast<std::ptrdiff_t>((first_row + blocks[me]) * row_bytes));
+  std::vector<std::byte> mine(
+      reduced.begin() + static_cast<std::ptrdiff_t>(first_row * row_bytes),
+      reduced.begin() + static_cast<std::ptrdiff_t>((first_row + blocks[me]) * row_bytes));
   const double factor = output_scale(w.sig, data_.size());
   if (factor != 1.0) scale(mine.data(), blocks[me] * w.sig.row_elements, w.sig.dtype, factor);
   w.output = std::move(mine);

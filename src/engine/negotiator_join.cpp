@@ -60,8 +60,8 @@ std::shared_ptr<Work> Negotiator::take_or_fill(const std::string& name, const Si
   auto it = pending_.find(name);
   // Our own work when it is the one agreed on: announced here, or cached with
   // the agreed signature (a joined rank sets bits for names it does not hold).
-  if (it != pending_.end() && (announced_here || (!it->second->announced &&
-                                                  it->second->sig == sig))) {
+  if (it != pending_.end() &&
+      (announced_here || (!it->second->announced && it->second->sig == sig))) {
     auto work = it->second;
     pending_.erase(it);
     return work;
@@ -83,12 +83,12 @@ void Negotiator::fail_while_joined(const std::vector<bool>& joined, Outcome& out
     if (joined[r]) who.push_back(static_cast<int>(r));
   }
   auto error = [&](const std::string& name, const Signature& sig) {
-    return Error(ErrorCode::InvalidArgument, rank_,
-                 fmt::format("Engine: tensor '{}': {}{} cannot run while ranks {} have joined "
-                             "(until every rank joins, only allreduces of host tensors run, "
-                             "with zeros from the joined ranks)",
-                             name, sig.device == Device::Cuda ? "device " : "",
-                             kind_name(sig.kind), who));
+    return Error(
+        ErrorCode::InvalidArgument, rank_,
+        fmt::format("Engine: tensor '{}': {}{} cannot run while ranks {} have joined "
+                    "(until every rank joins, only allreduces of host tensors run, "
+                    "with zeros from the joined ranks)",
+                    name, sig.device == Device::Cuda ? "device " : "", kind_name(sig.kind), who));
   };
   for (auto it = registry_.begin(); it != registry_.end();) {
     const auto& by_rank = it->second.by_rank;
@@ -131,15 +131,16 @@ void Negotiator::settle_registry(int last_join, Outcome& out) {
   for (const auto& [order, name] : complete) {
     const auto& by_rank = registry_[name].by_rank;
     // A copy: the registry entry is erased below.
-    const Signature first = **std::find_if(by_rank.begin(), by_rank.end(),
-                                            [](const auto& s) { return s.has_value(); });
+    const Signature first =
+        **std::find_if(by_rank.begin(), by_rank.end(), [](const auto& s) { return s.has_value(); });
     const bool agree = std::all_of(by_rank.begin(), by_rank.end(),
                                    [&](const auto& s) { return !s || *s == first; });
     if (!agree) {
       std::string values;
       for (std::size_t r = 0; r < by_rank.size(); ++r) {
         if (!by_rank[r]) continue;
-        values += fmt::format("{}rank {}: {}", values.empty() ? "" : "; ", r, by_rank[r]->describe());
+        values +=
+            fmt::format("{}rank {}: {}", values.empty() ? "" : "; ", r, by_rank[r]->describe());
       }
       fail_local(
           name,

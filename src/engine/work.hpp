@@ -20,7 +20,14 @@ namespace cuda {
 class Event;  // cuda/cuda_runtime.hpp (CUDA builds only)
 }
 
-enum class WorkKind : std::uint8_t { Allreduce, Broadcast, Allgather, Alltoall, Reducescatter, Join };
+enum class WorkKind : std::uint8_t {
+  Allreduce,
+  Broadcast,
+  Allgather,
+  Alltoall,
+  Reducescatter,
+  Join
+};
 
 // The name a join travels under in the negotiation (never cached: every rank
 // must see who has joined). enqueue_* rejects it as a user tensor's name.
@@ -30,11 +37,11 @@ inline constexpr const char* kJoinName = "concord/join";
 struct Signature {
   WorkKind kind = WorkKind::Allreduce;
   DataType dtype = DataType::Float32;
-  ReduceOp op = ReduceOp::Sum;  // allreduce only
-  std::uint64_t count = 0;      // elements; for allgather and alltoall, elements per row
-  std::int32_t root = 0;        // broadcast only
+  ReduceOp op = ReduceOp::Sum;     // allreduce only
+  std::uint64_t count = 0;         // elements; for allgather and alltoall, elements per row
+  std::int32_t root = 0;           // broadcast only
   std::uint64_t row_elements = 0;  // reducescatter: elements per row of the first dimension
-  double prescale = 1.0;        // allreduce only
+  double prescale = 1.0;           // allreduce only
   double postscale = 1.0;
   Device device = Device::Cpu;
 
@@ -49,7 +56,7 @@ struct Work {
   std::string name;
   Signature sig;
   TensorView tensor;
-  std::uint64_t first_dim = 0;  // allgather: rows of this rank
+  std::uint64_t first_dim = 0;           // allgather: rows of this rank
   std::vector<std::uint64_t> send_rows;  // alltoall: rows this rank sends to each rank
   // A stand-in on a rank that has joined: zeros of the agreed count and dtype,
   // held in `zeros`; no handle, not in the engine's in-flight table.

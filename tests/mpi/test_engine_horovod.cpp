@@ -91,13 +91,15 @@ TEST_CASE("alltoall with uneven splits, zero rows and several dtypes", "[engine]
   // No send_rows: an even split.
   std::vector<std::int32_t> even(static_cast<std::size_t>(2 * n));
   for (std::size_t i = 0; i < even.size(); ++i) even[i] = rank * 100 + static_cast<int>(i);
-  Handle h = engine.enqueue_alltoall("a2a/even", {even.data(), even.size(), DataType::Int32}, 1, {});
+  Handle h =
+      engine.enqueue_alltoall("a2a/even", {even.data(), even.size(), DataType::Int32}, 1, {});
   std::vector<std::int32_t> got(static_cast<std::size_t>(2 * n));
   REQUIRE(h.output().size() == got.size() * 4);
   std::memcpy(got.data(), h.output().data(), h.output().size());
   for (int from = 0; from < n; ++from) {
     CHECK(h.first_dims()[static_cast<std::size_t>(from)] == 2);
-    for (int k = 0; k < 2; ++k) CHECK(got[static_cast<std::size_t>(from * 2 + k)] == from * 100 + rank * 2 + k);
+    for (int k = 0; k < 2; ++k)
+      CHECK(got[static_cast<std::size_t>(from * 2 + k)] == from * 100 + rank * 2 + k);
   }
 }
 
@@ -126,9 +128,9 @@ TEST_CASE("reducescatter with rows the ranks do not divide, every op", "[engine]
       }
       const std::vector<std::byte> before = data;
       const double post = is_floating_point(dtype) ? 0.5 : 1.0;
-      Handle h = engine.enqueue_reducescatter(
-          fmt::format("rs/{}/{}", to_string(dtype), to_string(op)),
-          {data.data(), rows * row, dtype}, row, op, 1.0, post);
+      Handle h =
+          engine.enqueue_reducescatter(fmt::format("rs/{}/{}", to_string(dtype), to_string(op)),
+                                       {data.data(), rows * row, dtype}, row, op, 1.0, post);
       const auto& out = h.output();
       CHECK(h.first_dims() == blocks);
       REQUIRE(out.size() == blocks[static_cast<std::size_t>(rank)] * row * esize);
@@ -162,8 +164,8 @@ TEST_CASE("join: joined ranks add zeros until every rank joined", "[engine][horo
     if (step == my_steps) break;
     std::vector<float> a(count), b(count);
     for (std::size_t i = 0; i < count; ++i) a[i] = b[i] = value(rank, step, i);
-    Handle ha = engine.enqueue_allreduce("join/sum", {a.data(), count, DataType::Float32},
-                                         ReduceOp::Sum);
+    Handle ha =
+        engine.enqueue_allreduce("join/sum", {a.data(), count, DataType::Float32}, ReduceOp::Sum);
     auto hb = engine.enqueue_grouped_allreduce(
         {"join/avg"}, {TensorView{b.data(), count, DataType::Float32}}, ReduceOp::Avg);
     ha.wait();
@@ -220,9 +222,9 @@ TEST_CASE("alltoall, reducescatter and join errors", "[engine][horovod][errors]"
   CHECK_THROWS_WITH(engine.enqueue_reducescatter("e/rs", view, 0, ReduceOp::Sum),
                     Contains("row_elements must be > 0"));
   std::vector<std::int32_t> ints(4);
-  CHECK_THROWS_WITH(engine.enqueue_reducescatter("e/int", {ints.data(), 4, DataType::Int32}, 1,
-                                                 ReduceOp::Avg),
-                    Contains("not defined for int32"));
+  CHECK_THROWS_WITH(
+      engine.enqueue_reducescatter("e/int", {ints.data(), 4, DataType::Int32}, 1, ReduceOp::Avg),
+      Contains("not defined for int32"));
   CHECK_THROWS_WITH(engine.enqueue_allreduce("concord/join", view, ReduceOp::Sum),
                     Contains("reserved for join"));
   Handle j = engine.enqueue_join();

@@ -98,8 +98,9 @@ REGISTER_OP("ConcordAlltoall")
       c->set_output(1, c->Vector(c->UnknownDim()));
       return tf::Status();
     })
-    .Doc("Rows of dimension 0 to every rank: splits[r] rows to rank r (empty: an even split); "
-         "returns the rows received in rank order and how many came from each rank.");
+    .Doc(
+        "Rows of dimension 0 to every rank: splits[r] rows to rank r (empty: an even split); "
+        "returns the rows received in rank order and how many came from each rank.");
 
 class ConcordAlltoallOp : public tf::AsyncOpKernel {
  public:
@@ -167,8 +168,9 @@ REGISTER_OP("ConcordReducescatter")
     .Output("output: T")
     .SetIsStateful()
     .SetShapeFn(rows_unknown)
-    .Doc("Reduces over ranks, then this rank keeps its block of dimension 0 (the first "
-         "rows % size ranks get one row more).");
+    .Doc(
+        "Reduces over ranks, then this rank keeps its block of dimension 0 (the first "
+        "rows % size ranks get one row more).");
 
 class ConcordReducescatterOp : public tf::AsyncOpKernel {
  public:
