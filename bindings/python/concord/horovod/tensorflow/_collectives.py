@@ -165,7 +165,8 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
 def join(device=""):
     """Marks this rank as out of data: until every rank has joined, it takes part
     in the others' allreduces with zeros. Returns the last rank to join."""
-    return int(engine_op("join")())
+    last = engine_op("join")()
+    return int(last) if tf.executing_eagerly() else last
 
 
 def barrier(process_set=None):
