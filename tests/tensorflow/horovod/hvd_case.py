@@ -7,6 +7,7 @@ what the test checks). Modes:
          after the first step (--compression fp16 sends float16)
   accum  DistributedOptimizer(backward_passes_per_step=K) in a custom loop
   join   uneven batches per rank, ending in hvd.join()
+  ops    every collective against numpy references computed from every rank's input
 --late-import builds the model before importing concord.horovod."""
 import argparse
 import os
@@ -15,7 +16,7 @@ import sys
 import numpy as np
 
 ap = argparse.ArgumentParser()
-ap.add_argument("mode", choices=["fit", "tape", "accum", "join"])
+ap.add_argument("mode", choices=["fit", "tape", "accum", "join", "ops"])
 ap.add_argument("out")
 ap.add_argument("--compression", default="none")
 ap.add_argument("--k", type=int, default=3)
@@ -142,7 +143,50 @@ def join():
     report["loss"] = np.array(losses)
 
 
-{"fit": fit, "tape": tape_loop, "accum": accum, "join": join}[a.mode]()
+def ops():
+    """Rank q's input is base * (q + 1); the references below are numpy's."""
+    import concord.horovod.tensorflow as h
+    base = np.arange(6, dtype=np.float32).reshape(3, 2) + 1
+    mine = base * (r + 1)
+    every = [base * (q + 1) for q in range(n)]
+    close = np.testing.assert_allclose
+    close(h.allreduce(mine).numpy(), np.mean(every, 0), rtol=1e-6)
+    close(h.allreduce(mine, average=False).numpy(), np.sum(every, 0), rtol=1e-6)
+    close(h.allreduce(mine, op=h.Min).numpy(), base)
+    close(h.allreduce(mine, op=h.Max).numpy(), base * n)
+    close(h.allreduce(mine, op=h.Product).numpy(), np.prod(every, 0), rtol=1e-6)
+    close(h.allreduce(mine, op=h.Sum, prescale_factor=0.5, postscale_factor=3.0).numpy(),
+          1.5 * np.sum(every, 0), rtol=1e-6)
+    close(h.allreduce(mine, compression=h.Compression.fp16).numpy(), np.mean(every, 0),
+          rtol=1e-3)
+    g = h.grouped_allreduce([mine, tf.constant([float(r)])], op=h.Sum)
+    close(g[0].numpy(), np.sum(every, 0), rtol=1e-6)
+    close(g[1].numpy(), [sum(range(n))])
+    sparse = tf.IndexedSlices(tf.constant(mine[:1]), tf.constant([r]), tf.constant([n, 2]))
+    got = h.allreduce(sparse)  # allgathered, values / size for Average
+    close(got.values.numpy(), np.concatenate([e[:1] for e in every]) / n, rtol=1e-6)
+    assert got.indices.numpy().tolist() == list(range(n))
+    close(h.allgather(tf.constant(mine[:r + 1])).numpy(),
+          np.concatenate([e[:q + 1] for q, e in enumerate(every)]))
+    close(h.broadcast(tf.constant(mine), root_rank=n - 1).numpy(), every[-1])
+    assert h.broadcast_object({"rank": r, "x": [1, 2]}, root_rank=1) == {"rank": 1, "x": [1, 2]}
+    assert h.allgather_object(("r", r)) == [("r", q) for q in range(n)]
+    # alltoall: rank q sends q + 1 rows to every rank; rank r receives q + 1 from each q.
+    rows = np.full((n * (r + 1), 2), r, np.float32)
+    received, splits = h.alltoall(tf.constant(rows), splits=[r + 1] * n)
+    assert splits.numpy().tolist() == [q + 1 for q in range(n)]
+    close(received.numpy(), np.concatenate([np.full((q + 1, 2), q, np.float32)
+                                            for q in range(n)]))
+    # reducescatter: the sum over ranks, rows split as Horovod (first rows % n one more).
+    tall = np.arange(14, dtype=np.float32).reshape(7, 2) * (r + 1)
+    total = np.arange(14, dtype=np.float32).reshape(7, 2) * sum(range(1, n + 1))
+    bounds = np.cumsum([0] + [7 // n + (1 if q < 7 % n else 0) for q in range(n)])
+    close(h.reducescatter(tf.constant(tall), op=h.Sum).numpy(), total[bounds[r]:bounds[r + 1]])
+    assert (h.cross_size(), h.cross_rank()) == (n // h.local_size(), r // h.local_size())
+    report["ops"] = True
+
+
+{"fit": fit, "tape": tape_loop, "accum": accum, "join": join, "ops": ops}[a.mode]()
 weights = model.get_weights()
 np.savez(os.path.join(a.out, f"rank{r}.npz"), **report,
          **{f"w{i}": w for i, w in enumerate(weights)})

@@ -197,3 +197,10 @@ def test_transparent_fp16_compression(tmp_path):
         assert half[0][key].dtype == np.float32
         np.testing.assert_allclose(half[0][key], full[0][key], rtol=1e-2, atol=1e-3)
     assert not np.array_equal(half[0]["arr_0"], full[0]["arr_0"])
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_against_numpy(tmp_path, n):
+    """hvd_case.py ops: every collective checked on every rank against numpy."""
+    ranks, _ = concordrun(n, "ops", tmp_path)
+    assert all(bool(r["ops"]) for r in ranks)
