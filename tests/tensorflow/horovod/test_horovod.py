@@ -181,6 +181,7 @@ def test_transparent_accumulate_equals_a_k_times_larger_batch(tmp_path):
     dist, p = _plain(tmp_path / "dist", [shutil.which("concordrun"), "-np", "2",
                                          "--accumulate", "2", "python"], "--batch", "8")
     assert "2 backward passes per optimizer step" in p.stderr
+    assert EXPLICIT not in p.stderr  # a plain script keeps the transparent mode
     assert_same_weights(dist)
     assert int(dist[0]["iterations"]) == int(one["iterations"]) == 2 * 96 // 16
     np.testing.assert_allclose(dist[0]["arr_0"], one["arr_0"], rtol=1e-5, atol=1e-6)
@@ -190,8 +191,11 @@ def test_transparent_accumulate_equals_a_k_times_larger_batch(tmp_path):
 def test_transparent_fp16_compression(tmp_path):
     full, _ = _plain(tmp_path / "none", [shutil.which("concordrun"), "-np", "2", "python"])
     half, p = _plain(tmp_path / "fp16", [shutil.which("concordrun"), "-np", "2",
-                                         "--compression", "fp16", "python"])
-    assert "gradients travel as float16" in p.stderr
+                                         "--compression", "fp16", "python"], "--then-import")
+    assert "gradients travel as float16" in p.stderr  # the transparent mode ran it
+    # The explicit API imported after a transparent fit(): an error on every rank.
+    for r in half:
+        assert "after training under concordrun's transparent mode began" in str(r["late_error"])
     assert_same_weights(half)
     for key in ("arr_0", "arr_1"):
         assert half[0][key].dtype == np.float32
