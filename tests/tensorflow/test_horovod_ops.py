@@ -100,3 +100,14 @@ def test_join_uneven_steps(world):
     assert ctf.join() == size - 1
     last = tf.function(ctf.join)()  # again, inside tf.function: everyone joins at once
     assert int(last) in range(size)
+
+
+def test_grouped_allreduce_scales(world):
+    rank, size = world
+    a = tf.fill([3], float(rank + 1))
+    b = tf.fill([2], tf.constant(rank + 1, tf.float64))
+    got = ctf.grouped_allreduce([a, b], op="sum", names=["tf/g/a", "tf/g/b"], prescale=2.0,
+                                postscale=0.25)
+    total = sum(r + 1 for r in range(size)) * 2.0 * 0.25
+    np.testing.assert_allclose(got[0].numpy(), np.full(3, total))
+    np.testing.assert_allclose(got[1].numpy(), np.full(2, total))

@@ -67,6 +67,8 @@ REGISTER_OP("ConcordGroupedAllreduce")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
     .Attr("N: int >= 1")
     .Attr("reduce_op: {'sum', 'avg', 'min', 'max', 'prod'} = 'sum'")
+    .Attr("prescale: float = 1.0")
+    .Attr("postscale: float = 1.0")
     .Attr("tensor_names: list(string)")
     .Input("tensors: N * T")
     .Output("outputs: N * T")
@@ -83,6 +85,8 @@ class ConcordGroupedAllreduceOp : public tf::AsyncOpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
     op_ = parse_op(op);
     OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
+    OP_REQUIRES_OK(c, c->GetAttr("prescale", &prescale_));
+    OP_REQUIRES_OK(c, c->GetAttr("postscale", &postscale_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
@@ -102,14 +106,16 @@ class ConcordGroupedAllreduceOp : public tf::AsyncOpKernel {
       views.push_back({output->data(), static_cast<std::size_t>(output->NumElements()), dtype});
     }
     guarded(ctx, done, [&] {
-      concord::default_engine().enqueue_grouped_allreduce(names_, views, op_, 1.0, 1.0,
-                                                          finish(ctx, done));
+      concord::default_engine().enqueue_grouped_allreduce(names_, views, op_, prescale_,
+                                                          postscale_, finish(ctx, done));
     });
   }
 
  private:
   concord::ReduceOp op_ = concord::ReduceOp::Sum;
   std::vector<std::string> names_;
+  float prescale_ = 1.0f;
+  float postscale_ = 1.0f;
 };
 REGISTER_KERNEL_BUILDER(Name("ConcordGroupedAllreduce").Device(tf::DEVICE_CPU),
                         ConcordGroupedAllreduceOp);

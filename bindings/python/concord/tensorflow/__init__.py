@@ -114,9 +114,13 @@ def _allreduce_grad(op, grad):
 
 
 def grouped_allreduce(tensors: Sequence, op: str = "avg",
-                      names: Optional[Sequence[str]] = None) -> List:
-    """Allreduces tensors as one group (submitted atomically, fused). Tensors of
-    different dtypes form one group per dtype; IndexedSlices go through allgather."""
+                      names: Optional[Sequence[str]] = None, prescale: float = 1.0,
+                      postscale: float = 1.0) -> List:
+    """Allreduces tensors as one group (submitted atomically, fused):
+    postscale * op over ranks of prescale * tensor. Tensors of different dtypes
+    form one group per dtype; IndexedSlices go through allgather."""
+    if op not in _OPS:
+        raise ValueError(f"concord: op must be one of {', '.join(_OPS)}, not {op!r}")
     tensors = list(tensors)
     if names is None:
         base = _name(None, "group")
@@ -128,11 +132,12 @@ def grouped_allreduce(tensors: Sequence, op: str = "avg",
         if t is None:
             continue
         if isinstance(t, tf.IndexedSlices):
-            out[i] = allreduce(t, op=op, name=names[i])
+            out[i] = allreduce(t, op=op, name=names[i], prescale=prescale, postscale=postscale)
         else:
             by_dtype.setdefault(tf.as_dtype(t.dtype), []).append(i)
     for dtype, idx in by_dtype.items():
         reduced = _ops.concord_grouped_allreduce([tensors[i] for i in idx], reduce_op=op,
+                                                 prescale=prescale, postscale=postscale,
                                                  tensor_names=[names[i] for i in idx])
         for i, r in zip(idx, reduced):
             out[i] = r
