@@ -10,36 +10,25 @@ import concord.tensorflow as _ctf
 from concord.tensorflow.compression import Compression
 
 
-def _scale(tensor, factor):
-    if factor == 1.0 or tensor is None:
-        return tensor
-    return tensor * tf.cast(factor, tensor.dtype)
-
-
 def grouped_allreduce(tensors, op="avg", compression=Compression.none, prescale=1.0,
                       postscale=1.0, names=None):
-    """concord.tensorflow.grouped_allreduce with compression and scaling: dense
-    tensors are scaled, compressed, reduced as one group, decompressed and
-    scaled; tf.IndexedSlices are allgathered (and scaled); None stays None."""
+    """concord.tensorflow.grouped_allreduce with compression: dense tensors are
+    compressed, reduced as one group (scaled by the engine) and decompressed;
+    tf.IndexedSlices are allgathered (and scaled); None stays None."""
     tensors = list(tensors)
     sent, ctxs = [], []
     for t in tensors:
         if t is None or isinstance(t, tf.IndexedSlices):
             sent.append(t)
             ctxs.append(None)
-            continue
-        s, c = compression.compress(_scale(tf.convert_to_tensor(t), prescale))
-        sent.append(s)
-        ctxs.append(c)
-    reduced = _ctf.grouped_allreduce(sent, op=op, names=names)
-    out = []
-    for t, r, c in zip(tensors, reduced, ctxs):
-        if isinstance(t, tf.IndexedSlices):
-            out.append(tf.IndexedSlices(_scale(r.values, prescale * postscale), r.indices,
-                                        r.dense_shape))
         else:
-            out.append(None if r is None else _scale(compression.decompress(r, c), postscale))
-    return out
+            s, c = compression.compress(tf.convert_to_tensor(t))
+            sent.append(s)
+            ctxs.append(c)
+    reduced = _ctf.grouped_allreduce(sent, op=op, names=names, prescale=prescale,
+                                     postscale=postscale)
+    return [r if r is None or isinstance(t, tf.IndexedSlices) else compression.decompress(r, c)
+            for t, r, c in zip(tensors, reduced, ctxs)]
 
 
 class GradientReducer:
