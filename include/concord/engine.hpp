@@ -47,8 +47,11 @@ class Handle {
   // True once complete (successfully or not); never blocks.
   bool test() const;
   // For allgather: the gathered rows of every rank, in rank order; first_dims()[r]
-  // is rank r's first dimension. Block until the results are in (they may also
-  // be read from the operation's own completion callback); throw on failure.
+  // is rank r's first dimension. For alltoall: the rows received, in source-rank
+  // order; first_dims()[r] rows came from rank r. For reducescatter: this rank's
+  // block of the reduced rows; first_dims()[r] is rank r's block's rows. For
+  // join: the last rank to join, as one int32 (4 bytes). Block until the results are in (they may
+  // also be read from the operation's own completion callback); throw on failure.
   const std::vector<std::byte>& output() const;
   const std::vector<std::size_t>& first_dims() const;
 
@@ -111,6 +114,28 @@ class Engine {
   // ranks. The result is in Handle::output().
   Handle enqueue_allgather(const std::string& name, TensorView tensor, std::size_t row_elements,
                            Completion done = nullptr);
+  // tensor is [rows, row...] (row_elements elements per row); the first
+  // send_rows[r] rows go to rank 0, ... in order (send_rows.size() == size(), sum
+  // == rows). Empty send_rows splits the rows evenly (an error if size() does not
+  // divide them). Handle::output() holds the rows received, in source-rank order;
+  // first_dims()[r] the rows received from rank r. Host tensors only.
+  Handle enqueue_alltoall(const std::string& name, TensorView tensor, std::size_t row_elements,
+                          std::vector<std::size_t> send_rows, Completion done = nullptr);
+  // Reduces tensor ([rows, row...], the same shape on every rank) over the ranks
+  // like enqueue_allreduce (scales, Avg), then rank r keeps its block of rows: the
+  // first rows % size() ranks get rows / size() + 1 rows, the others rows /
+  // size(). The block is in Handle::output(), first_dims()[r] is rank r's rows;
+  // the tensor is left as it was. Host tensors only.
+  Handle enqueue_reducescatter(const std::string& name, TensorView tensor, std::size_t row_elements,
+                               ReduceOp op, double prescale = 1.0, double postscale = 1.0,
+                               Completion done = nullptr);
+  // This rank has no more data (Horovod's join). Until every rank has joined, the
+  // allreduces the other ranks run (host tensors) get zeros from this rank, and
+  // broadcast, allgather, alltoall and reducescatter fail (docs/ENGINE.md). The
+  // handle completes when every rank has joined; Handle::output() holds the last
+  // rank to join as one int32. One join per rank at a time; it may be called again
+  // once it completed.
+  Handle enqueue_join(Completion done = nullptr);
 
   // Stops the background thread after the current cycle; pending handles fail
   // with ErrorCode::Shutdown. Idempotent; safe when peers are already gone

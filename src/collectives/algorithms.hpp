@@ -70,6 +70,11 @@ void broadcast_binomial(Transport& t, void* buf, std::size_t bytes, int root);
 // in rank order. `mine` may already be at its place in `out`.
 void allgatherv_ring(Transport& t, const void* mine, void* out,
                      const std::vector<std::size_t>& block_bytes);
+// send_bytes[r] bytes of `send` (blocks in rank order) to rank r; recv_bytes[r]
+// bytes from rank r into `recv` (blocks in rank order). send_bytes[me] must
+// equal recv_bytes[me]; send and recv must not overlap.
+void alltoallv_pairwise(Transport& t, const void* send, const std::vector<std::size_t>& send_bytes,
+                        void* recv, const std::vector<std::size_t>& recv_bytes);
 
 // Message tags, one per algorithm so a stray message can never be mistaken for
 // another algorithm's.
@@ -79,6 +84,7 @@ enum Tag : int {
   kTagRabenseifner = 103,
   kTagBroadcast = 104,
   kTagAllgather = 105,
+  kTagAlltoall = 106,
 };
 
 }  // namespace concord::detail

@@ -203,4 +203,10 @@ void dispatch_allgatherv(const void* mine, void* out, const std::vector<std::siz
   allgatherv_ring(transport, mine, out, block_bytes);
 }
 
+void dispatch_alltoallv(const void* send, const std::vector<std::size_t>& send_bytes, void* recv,
+                        const std::vector<std::size_t>& recv_bytes, const Communicator& comm) {
+  MpiTransport transport(comm.mpi_comm());
+  alltoallv_pairwise(transport, send, send_bytes, recv, recv_bytes);
+}
+
 }  // namespace concord::detail

@@ -43,5 +43,9 @@ void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicat
 // in rank order.
 void dispatch_allgatherv(const void* mine, void* out, const std::vector<std::size_t>& block_bytes,
                          const Communicator& comm);
+// send_bytes[r] host bytes of `send` to rank r, recv_bytes[r] from rank r into
+// `recv`, blocks in rank order (pairwise exchange over MPI point-to-point).
+void dispatch_alltoallv(const void* send, const std::vector<std::size_t>& send_bytes, void* recv,
+                        const std::vector<std::size_t>& recv_bytes, const Communicator& comm);
 
 }  // namespace concord::detail

@@ -114,7 +114,15 @@ void EngineCore::validate(const Work& w) const {
   if (w.tensor.count > std::numeric_limits<std::size_t>::max() / size_of(w.sig.dtype)) {
     bad(fmt::format("count {} is too large: its size in bytes overflows", w.tensor.count));
   }
+  if ((w.name == kJoinName) != (w.sig.kind == WorkKind::Join)) {
+    bad(fmt::format("the name '{}' is reserved for join", kJoinName));
+  }
   switch (w.sig.kind) {
+    case WorkKind::Alltoall:
+    case WorkKind::Reducescatter:
+    case WorkKind::Join:
+      validate_rows(w);
+      break;
     case WorkKind::Allreduce:
       if (static_cast<unsigned>(w.sig.op) > static_cast<unsigned>(ReduceOp::Avg)) {
         bad("unknown ReduceOp");
@@ -176,7 +184,7 @@ std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works)
 
 void EngineCore::complete(const std::shared_ptr<Work>& work, std::optional<Error> error) {
   if (work->claimed.exchange(true)) return;  // completed already
-  {
+  if (!work->filler) {
     std::lock_guard lock(mutex_);
     in_flight_.erase(work->name);
   }
@@ -257,7 +265,7 @@ void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,
   if (timeline_) {
     for (const auto& w : ready) timeline_->span(w->name, "NEGOTIATE", w->enqueued, agreed);
   }
-  // Allreduces run in fused buckets; a broadcast or allgather closes the run
+  // Allreduces run in fused buckets; any other collective closes the run
   // before it, so every rank runs the same collectives in the same order.
   std::vector<std::shared_ptr<Work>> run;
   for (const auto& w : ready) {
@@ -269,19 +277,14 @@ void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,
     run.clear();
     const auto begin = Clock::now();
     try {
-      if (w->sig.kind == WorkKind::Broadcast) {
-        run_broadcast(*w);
-      } else {
-        run_allgather(*w);
-      }
+      run_one(*w);
     } catch (...) {
       complete(w, to_error(std::current_exception(), data_.rank(),
                            fmt::format("Engine: tensor '{}'", w->name)));
       continue;
     }
-    if (timeline_) {
-      timeline_->span(w->name, w->sig.kind == WorkKind::Broadcast ? "BROADCAST" : "ALLGATHER",
-                      begin, Clock::now());
+    if (timeline_ && w->sig.kind != WorkKind::Join) {
+      timeline_->span(w->name, phase_name(w->sig.kind), begin, Clock::now());
     }
     complete(w, std::nullopt);
   }

@@ -115,6 +115,48 @@ Handle Engine::enqueue_allgather(const std::string& name, TensorView tensor,
   return core_->submit({w}).front();
 }
 
+Handle Engine::enqueue_alltoall(const std::string& name, TensorView tensor,
+                                std::size_t row_elements, std::vector<std::size_t> send_rows,
+                                Completion done) {
+  detail::Signature sig;
+  sig.kind = detail::WorkKind::Alltoall;
+  sig.count = row_elements;
+  auto w = make_work(name, tensor, sig, std::move(done));
+  if (row_elements != 0) w->first_dim = tensor.count / row_elements;
+  const auto ranks = static_cast<std::size_t>(size());
+  if (send_rows.empty() && row_elements != 0) {
+    // Horovod's default: an even split, which must exist.
+    if (w->first_dim % ranks != 0) {
+      throw Error(ErrorCode::InvalidArgument, rank(),
+                  fmt::format("Engine: tensor '{}': alltoall without send_rows splits the {} rows "
+                              "evenly, but {} ranks do not divide them",
+                              name, w->first_dim, ranks));
+    }
+    send_rows.assign(ranks, w->first_dim / ranks);
+  }
+  w->send_rows.assign(send_rows.begin(), send_rows.end());
+  return core_->submit({w}).front();
+}
+
+Handle Engine::enqueue_reducescatter(const std::string& name, TensorView tensor,
+                                     std::size_t row_elements, ReduceOp op, double prescale,
+                                     double postscale, Completion done) {
+  detail::Signature sig;
+  sig.kind = detail::WorkKind::Reducescatter;
+  sig.op = op;
+  sig.count = tensor.count;
+  sig.row_elements = row_elements;
+  sig.prescale = prescale;
+  sig.postscale = postscale;
+  return core_->submit({make_work(name, tensor, sig, std::move(done))}).front();
+}
+
+Handle Engine::enqueue_join(Completion done) {
+  detail::Signature sig;
+  sig.kind = detail::WorkKind::Join;
+  return core_->submit({make_work(detail::kJoinName, TensorView{}, sig, std::move(done))}).front();
+}
+
 namespace {
 std::mutex default_mutex;
 // Never destroyed by a static destructor (those run after MPI_Finalize, and

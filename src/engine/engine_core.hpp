@@ -30,6 +30,12 @@ namespace concord::detail {
 // else as Internal. `context` says what failed ("Engine: tensor 'x'").
 Error to_error(const std::exception_ptr& e, int rank, const std::string& context);
 
+// The timeline's name for a collective's phase ("ALLTOALL", ...).
+const char* phase_name(WorkKind kind);
+// Horovod's split of `rows` over `ranks` for reducescatter: the first
+// rows % ranks ranks get one row more.
+std::vector<std::size_t> reducescatter_rows(std::uint64_t rows, int ranks);
+
 class EngineCore {
  public:
   EngineCore(const Communicator& comm, const EngineOptions& options);
@@ -58,8 +64,13 @@ class EngineCore {
   class PackedPipeline;  // buckets.cpp: one run_buckets_packed, packer and engine thread
   void reduce_bucket(const Bucket& bucket, Clock::time_point agreed, const char* how,
                      const std::function<void()>& reduce);
+  void run_one(Work& work);  // a broadcast, allgather, alltoall, reducescatter or join
   void run_broadcast(Work& work);
   void run_allgather(Work& work);
+  void run_alltoall(Work& work);
+  void run_reducescatter(Work& work);
+  // Checks what alltoall, reducescatter and join need (engine_ops.cpp).
+  void validate_rows(const Work& work) const;
   void complete(const std::shared_ptr<Work>& work, std::optional<Error> error);
 
   Communicator data_;     // the engine's collectives

@@ -202,8 +202,10 @@ std::vector<std::vector<Negotiator::Announcement>> Negotiator::exchange_announce
 void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>>& all,
                                      Outcome& out) {
   std::vector<std::string> touched;
+  int last_join = -1;
   for (std::size_t r = 0; r < all.size(); ++r) {
     for (const Announcement& a : all[r]) {
+      if (!a.fail && a.sig.kind == WorkKind::Join) last_join = static_cast<int>(r);
       if (a.fail) {
         auto it = registry_.find(a.name);
         std::vector<bool> have(static_cast<std::size_t>(size_), false);
@@ -230,46 +232,7 @@ void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>
     }
   }
 
-  // Names every rank has announced, in announcement order.
-  std::vector<std::pair<std::uint64_t, std::string>> complete;
-  for (const auto& [name, entry] : registry_) {
-    if (std::all_of(entry.by_rank.begin(), entry.by_rank.end(),
-                    [](const auto& s) { return s.has_value(); })) {
-      complete.emplace_back(entry.order, name);
-    }
-  }
-  std::sort(complete.begin(), complete.end());
-  for (const auto& [order, name] : complete) {
-    const auto& by_rank = registry_[name].by_rank;
-    const Signature& first = *by_rank[0];
-    const bool agree =
-        std::all_of(by_rank.begin(), by_rank.end(), [&](const auto& s) { return *s == first; });
-    if (agree) {
-      auto idx = cache_index_.find(name);
-      if (idx != cache_index_.end()) {
-        cache_[idx->second].second = first;
-      } else {
-        cache_index_.emplace(name, cache_.size());
-        cache_.emplace_back(name, first);
-      }
-      auto it = pending_.find(name);
-      if (it != pending_.end()) {
-        out.ready.push_back(it->second);
-        pending_.erase(it);
-      }
-    } else {
-      std::string values;
-      for (std::size_t r = 0; r < by_rank.size(); ++r) {
-        values += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, by_rank[r]->describe());
-      }
-      fail_local(
-          name,
-          Error(ErrorCode::Mismatch, rank_,
-                fmt::format("tensor '{}': ranks submitted it differently ({})", name, values)),
-          out);
-    }
-    registry_.erase(name);
-  }
+  settle_registry(last_join, out);
 
   // A name someone announced that this rank holds as a cached request (its
   // signature changed elsewhere): announce it too, so the difference shows.
@@ -298,6 +261,8 @@ Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, 
     }
   }
 
+  fail_while_joined(joined_ranks(), out);
+
   const std::size_t words = (cache_.size() + 63) / 64;
   std::vector<std::uint64_t> mine(words, 0);
   for (const auto& [name, w] : pending_) {
@@ -310,6 +275,7 @@ Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, 
   if (want_shutdown) flags |= kShutdown;
   std::copy(mine.begin(), mine.end(), local.begin() + 1);
   std::copy(mine.begin(), mine.end(), local.begin() + 1 + static_cast<std::ptrdiff_t>(words));
+  set_joined_bits(local.data() + 1);  // AND section only: no stall reports for zeros
   if (rank_ == 0) {
     if (diagnose_next_) flags |= kDiagnose;
     if (!fail_names_next_.empty()) flags |= kHasAnnouncements;
@@ -350,9 +316,7 @@ Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, 
   for (std::size_t id = 0; id < cache_.size(); ++id) {
     const std::string& name = cache_[id].first;
     if (test_bit(all_ready, id)) {
-      auto it = pending_.find(name);
-      out.ready.push_back(it->second);
-      pending_.erase(it);
+      out.ready.push_back(take_or_fill(name, cache_[id].second, false));
       stalls_.erase(id);
     } else if (test_bit(to_fail, id)) {
       auto missing = missing_by_id_.find(id);

@@ -75,6 +75,23 @@ class Negotiator {
   std::vector<std::vector<std::uint64_t>> gather_ready_bits(const std::vector<std::uint64_t>& mine);
   std::optional<std::size_t> cached_id(const Work& work) const;
   void apply_announcements(const std::vector<std::vector<Announcement>>& all, Outcome& out);
+
+  // Join (negotiator_join.cpp). A join is announced by name and never cached,
+  // so every rank knows, from the same records, which ranks have joined.
+  std::vector<bool> joined_ranks() const;  // whose join is registered, by rank
+  // Runs registered names that every rank has announced, or every rank that has
+  // not joined (allreduces of host tensors: joined ranks add zeros); fails
+  // names announced differently; completes the join once all ranks joined.
+  // `last_join` is the rank of the last join record applied this cycle (or -1).
+  void settle_registry(int last_join, Outcome& out);
+  // While some rank has joined: what cannot run with zeros fails, on every rank
+  // that submitted it (and leaves the registry, the same on every rank).
+  void fail_while_joined(const std::vector<bool>& joined, Outcome& out);
+  // A joined rank's ready bit for every cached allreduce of host tensors.
+  void set_joined_bits(std::uint64_t* all_ready_words) const;
+  // The work that runs here for `name`: this rank's own, or zeros (joined).
+  std::shared_ptr<Work> take_or_fill(const std::string& name, const Signature& sig,
+                                     bool announced_here);
   void fail_local(const std::string& name, const Error& error, Outcome& out);
   std::string missing_ranks(const std::vector<bool>& have) const;
 

@@ -13,6 +13,13 @@ std::string Signature::describe() const {
       return fmt::format("broadcast {} count={} root={}", to_string(dtype), count, root);
     case WorkKind::Allgather:
       return fmt::format("allgather {} row_elements={}", to_string(dtype), count);
+    case WorkKind::Alltoall:
+      return fmt::format("alltoall {} row_elements={}", to_string(dtype), count);
+    case WorkKind::Reducescatter:
+      return fmt::format("reducescatter {} {} count={} row_elements={} prescale={} postscale={}",
+                         to_string(dtype), to_string(op), count, row_elements, prescale, postscale);
+    case WorkKind::Join:
+      return "join";
   }
   return "unknown";
 }

@@ -68,7 +68,11 @@ def test_hydra_output_patterns_take_a_value():
 
 
 def test_runner_takes_a_module(tmp_path, monkeypatch):
-    from concord.tensorflow.run import _parse
+    from concord.tensorflow.run import __doc__ as doc
+    from concord.tensorflow.transparent.options import parse
+
+    def _parse(argv):
+        return parse(argv, doc)
     o = _parse(["--no-seed", "-m", "pkg.train", "--epochs", "2", "-v"])
     assert (o.module, o.args, o.no_seed, o.script) == ("pkg.train", ["--epochs", "2", "-v"], True,
                                                         None)
@@ -154,3 +158,21 @@ def test_host_lists_in_open_mpi_spelling(option, open_mpi, tmp_path):
     assert cmd == ["mpiexec.openmpi", "-n", "3", "--host", "node1:2,node2", "./prog"]
     with pytest.raises(SystemExit, match="not a host or host:slots"):
         build_command(["-np", "2", option, "a:x", "./prog"])
+
+
+def test_transparent_options_go_to_the_runner_once():
+    """--compression/--accumulate reach concord.tensorflow.run; naming the runner by
+    hand does not wrap it twice; for a program that is not Python they are an error."""
+    pytest.importorskip("tensorflow")
+    cmd = build_command(["-np", "2", "--compression", "fp16", "--accumulate", "3", "python",
+                         "t.py", "--x"])
+    assert cmd[3:] == [sys.executable, "-m", "concord.tensorflow.run", "--compression", "fp16",
+                       "--accumulate", "3", "t.py", "--x"]
+    cmd = build_command(["-np", "2", "python", "-m", "concord.tensorflow.run", "--accumulate",
+                         "2", "t.py"])
+    assert cmd[3:] == [sys.executable, "-m", "concord.tensorflow.run", "--accumulate", "2",
+                       "t.py"]
+    with pytest.raises(SystemExit, match="--compression is an option of the transparent mode"):
+        build_command(["-np", "2", "--compression", "fp16", "./a.out"])
+    with pytest.raises(SystemExit, match="--accumulate is an option of the transparent mode"):
+        build_command(["-np", "2", "--accumulate", "2", "--no-tensorflow", "python", "t.py"])

@@ -224,7 +224,8 @@ def test_backup_and_restore_resumes_every_rank(cases):
 
 @pytest.mark.parametrize("n,batch,ranks", [(129, 32, 2), (10, 4, 3), (7, 7, 4), (65, 16, 4)])
 def test_shards_cover_every_batch_without_empty_ones(n, batch, ranks):
-    from concord.tensorflow.run import _numpy_dataset, _slice_batches
+    from concord.tensorflow.transparent.arrays import numpy_dataset as _numpy_dataset
+    from concord.tensorflow.transparent.arrays import slice_batches as _slice_batches
     x = np.arange(n, dtype=np.int64)
     ds = _numpy_dataset([x, x * 10], x, None, batch, None)
     per_rank = []
@@ -243,7 +244,7 @@ def test_shards_cover_every_batch_without_empty_ones(n, batch, ranks):
 def test_validation_split_is_keras_own():
     from keras.src.trainers.data_adapters.array_slicing import train_validation_split
 
-    from concord.tensorflow.run import _split_arrays
+    from concord.tensorflow.transparent.arrays import split_arrays as _split_arrays
     x, y = np.arange(71.0).reshape(71, 1), [np.arange(71.0), np.arange(71.0) * 2]
     for split in (0.3, 0.25, 0.5):
         mine = _split_arrays((x, y, None), split)

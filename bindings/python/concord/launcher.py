@@ -14,7 +14,11 @@ the ranks with srun itself; no host option is needed. docs/SCALING.md has the re
 
 A Python script runs data-parallel through concord.tensorflow.run (an unmodified
 Keras script: sharded inputs, averaged gradients, rank 0 writes) when TensorFlow is
-installed; --no-tensorflow runs it as it is.
+installed; --no-tensorflow runs it as it is. A script that uses the explicit API
+(concord.horovod, concord.tensorflow) runs without those patches (docs/HOROVOD.md).
+Options of that transparent mode given to concordrun go to it:
+
+    concordrun -np 4 --compression fp16 --accumulate 2 python train.py
 
 Options other than -np/-n are passed to mpiexec unchanged (put them before the
 program, or end them with --). The MPI launcher is the one of the MPI concord was built with
@@ -97,9 +101,16 @@ def _has_tensorflow():
     return importlib.util.find_spec("tensorflow") is not None
 
 
-def _python_program(program, tensorflow):
+# concordrun options that belong to the transparent mode (concord.tensorflow.run),
+# and how many values each takes.
+_TRANSPARENT = {"--compression": 1, "--accumulate": 1, "--per-rank-batch": 0}
+_RUNNER = ["-m", "concord.tensorflow.run"]
+
+
+def _python_program(program, tensorflow, transparent=()):
     """A Python program line, its script (or -m module) run through
-    concord.tensorflow.run when TensorFlow is installed."""
+    concord.tensorflow.run when TensorFlow is installed, with `transparent`
+    (that mode's options)."""
     # Plain "python" means this interpreter, so the ranks see the same packages;
     # a path (a venv's python) is kept.
     interpreter = sys.executable if program[0] in ("python", "python3") else program[0]
@@ -110,10 +121,16 @@ def _python_program(program, tensorflow):
         flags.extend(program[i:i + n])
         i += n
     rest = program[i:]
-    if tensorflow and rest and rest[0] not in ("-c", "-") and _has_tensorflow():
-        # concord.tensorflow.run patches Keras, then runs the script or module.
-        return [interpreter] + flags + ["-m", "concord.tensorflow.run"] + rest
-    return [interpreter] + flags + rest
+    if rest[:2] == _RUNNER:  # the runner named by hand: not twice
+        rest = rest[2:]
+    elif not (tensorflow and rest and rest[0] not in ("-c", "-") and _has_tensorflow()):
+        if transparent:
+            raise SystemExit(f"concordrun: {transparent[0]} is an option of the transparent "
+                             "mode, which runs a Python script or module with TensorFlow "
+                             "installed (and without --no-tensorflow)")
+        return [interpreter] + flags + rest
+    # concord.tensorflow.run patches Keras, then runs the script or module.
+    return [interpreter] + flags + _RUNNER + list(transparent) + rest
 
 
 def _check_host_entry(entry, where):
@@ -167,7 +184,7 @@ def _host_arguments(option, value, open_mpi):
 def build_command(argv, tensorflow=True):
     """(mpiexec argv) from concordrun's argv; raises SystemExit on bad usage."""
     ranks = None
-    mpi_args = []
+    mpi_args, transparent = [], []
     mpiexec = mpiexec_command()
     open_mpi = _launcher_is_open_mpi(mpiexec)
     i = 0
@@ -178,6 +195,13 @@ def build_command(argv, tensorflow=True):
                 raise SystemExit(f"concordrun: {a} needs a number of ranks")
             ranks = argv[i + 1]
             i += 2
+            continue
+        if a in _TRANSPARENT:
+            n = _TRANSPARENT[a]
+            if i + n >= len(argv):
+                raise SystemExit(f"concordrun: {a} needs a value")
+            transparent.extend(argv[i:i + 1 + n])
+            i += 1 + n
             continue
         if a == "--no-tensorflow":
             tensorflow = False
@@ -209,7 +233,10 @@ def build_command(argv, tensorflow=True):
         raise SystemExit(f"concordrun: {' '.join(mpiexec) or 'CONCORD_MPIEXEC'} not found; "
                          + _install_hint())
     if _PYTHON.match(os.path.basename(program[0])):
-        program = _python_program(program, tensorflow)
+        program = _python_program(program, tensorflow, transparent)
+    elif transparent:
+        raise SystemExit(f"concordrun: {transparent[0]} is an option of the transparent mode, "
+                         "which runs a Python program (python script.py)")
     return mpiexec + ["-n", ranks] + mpi_args + program
 
 

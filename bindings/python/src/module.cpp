@@ -123,21 +123,29 @@ PYBIND11_MODULE(_concord, m) {
           return PyHandle{e.enqueue_allreduce(name, {address(data), count, parse_data_type(dtype)},
                                               parse_reduce_op(op), prescale, postscale)};
         });
-  m.def("enqueue_grouped_allreduce",
-        [](const std::vector<std::string>& names, const std::vector<std::uintptr_t>& data,
-           const std::vector<std::size_t>& counts, const std::vector<std::string>& dtypes,
-           const std::string& op) {
-          Engine& e = the_engine();
-          std::vector<TensorView> tensors;
-          for (std::size_t i = 0; i < data.size(); ++i) {
-            tensors.push_back({address(data[i]), counts[i], parse_data_type(dtypes[i])});
-          }
-          std::vector<PyHandle> out;
-          for (Handle& h : e.enqueue_grouped_allreduce(names, tensors, parse_reduce_op(op))) {
-            out.push_back(PyHandle{h});
-          }
-          return out;
-        });
+  m.def(
+      "enqueue_grouped_allreduce",
+      [](const std::vector<std::string>& names, const std::vector<std::uintptr_t>& data,
+         const std::vector<std::size_t>& counts, const std::vector<std::string>& dtypes,
+         const std::string& op, double prescale, double postscale) {
+        Engine& e = the_engine();
+        if (data.size() != counts.size() || data.size() != dtypes.size()) {
+          throw Error(ErrorCode::InvalidArgument, -1,
+                      "enqueue_grouped_allreduce: data, counts and dtypes differ in length");
+        }
+        std::vector<TensorView> tensors;
+        for (std::size_t i = 0; i < data.size(); ++i) {
+          tensors.push_back({address(data[i]), counts[i], parse_data_type(dtypes[i])});
+        }
+        std::vector<PyHandle> out;
+        for (Handle& h : e.enqueue_grouped_allreduce(names, tensors, parse_reduce_op(op), prescale,
+                                                     postscale)) {
+          out.push_back(PyHandle{h});
+        }
+        return out;
+      },
+      py::arg("names"), py::arg("data"), py::arg("counts"), py::arg("dtypes"), py::arg("op"),
+      py::arg("prescale") = 1.0, py::arg("postscale") = 1.0);
   m.def("enqueue_broadcast", [](const std::string& name, std::uintptr_t data, std::size_t count,
                                 const std::string& dtype, int root) {
     Engine& e = the_engine();
@@ -150,4 +158,26 @@ PYBIND11_MODULE(_concord, m) {
     return PyHandle{
         e.enqueue_allgather(name, {address(data), count, parse_data_type(dtype)}, row_elements)};
   });
+  m.def(
+      "enqueue_alltoall",
+      [](const std::string& name, std::uintptr_t data, std::size_t count, const std::string& dtype,
+         std::size_t row_elements, const std::vector<std::size_t>& send_rows) {
+        Engine& e = the_engine();
+        return PyHandle{e.enqueue_alltoall(name, {address(data), count, parse_data_type(dtype)},
+                                           row_elements, send_rows)};
+      },
+      py::arg("name"), py::arg("data"), py::arg("count"), py::arg("dtype"), py::arg("row_elements"),
+      py::arg("send_rows"));
+  m.def(
+      "enqueue_reducescatter",
+      [](const std::string& name, std::uintptr_t data, std::size_t count, const std::string& dtype,
+         std::size_t row_elements, const std::string& op, double prescale, double postscale) {
+        Engine& e = the_engine();
+        return PyHandle{
+            e.enqueue_reducescatter(name, {address(data), count, parse_data_type(dtype)},
+                                    row_elements, parse_reduce_op(op), prescale, postscale)};
+      },
+      py::arg("name"), py::arg("data"), py::arg("count"), py::arg("dtype"), py::arg("row_elements"),
+      py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0);
+  m.def("enqueue_join", [] { return PyHandle{the_engine().enqueue_join()}; });
 }

@@ -10,6 +10,8 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
+#include "ops_support.hpp"
+
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -17,92 +19,7 @@
 #include <thread>
 #include <vector>
 
-namespace tf = tensorflow;
-
-namespace {
-
-tf::Status to_dtype(tf::DataType t, concord::DataType* out) {
-  switch (t) {
-    case tf::DT_HALF:
-      *out = concord::DataType::Float16;
-      return tf::Status();
-    case tf::DT_BFLOAT16:
-      *out = concord::DataType::BFloat16;
-      return tf::Status();
-    case tf::DT_FLOAT:
-      *out = concord::DataType::Float32;
-      return tf::Status();
-    case tf::DT_DOUBLE:
-      *out = concord::DataType::Float64;
-      return tf::Status();
-    case tf::DT_INT32:
-      *out = concord::DataType::Int32;
-      return tf::Status();
-    case tf::DT_INT64:
-      *out = concord::DataType::Int64;
-      return tf::Status();
-    default:
-      return tf::errors::InvalidArgument("concord: unsupported dtype ", tf::DataTypeString(t));
-  }
-}
-
-tf::Status to_status(const concord::Error& e) {
-  switch (e.code()) {
-    case concord::ErrorCode::InvalidArgument:
-    case concord::ErrorCode::Mismatch:
-      return tf::errors::InvalidArgument(e.what());
-    case concord::ErrorCode::Timeout:
-      return tf::errors::DeadlineExceeded(e.what());
-    case concord::ErrorCode::Shutdown:
-      return tf::errors::Cancelled(e.what());
-    default:
-      return tf::errors::Internal(e.what());
-  }
-}
-
-std::string name_of(tf::OpKernelConstruction* c) {
-  std::string name;
-  if (!c->GetAttr("tensor_name", &name).ok() || name.empty()) name = c->def().name();
-  return name;
-}
-
-// Runs `enqueue` (which may throw concord::Error); on a throw, fails the op.
-template <typename F>
-void guarded(tf::OpKernelContext* ctx, const tf::AsyncOpKernel::DoneCallback& done, F&& enqueue) {
-  try {
-    enqueue();
-  } catch (const concord::Error& e) {
-    ctx->SetStatus(to_status(e));
-    done();
-  } catch (const std::exception& e) {
-    ctx->SetStatus(tf::errors::Internal("concord: ", e.what()));
-    done();
-  }
-}
-
-concord::Completion finish(tf::OpKernelContext* ctx, tf::AsyncOpKernel::DoneCallback done) {
-  return [ctx, done = std::move(done)](const concord::Error* error) {
-    if (error != nullptr) ctx->SetStatus(to_status(*error));
-    done();
-  };
-}
-
-// Output 0 holding input 0's values, for in-place collectives: the input's own
-// buffer when TensorFlow can forward it, else a copy.
-tf::Status output_holding_input(tf::OpKernelContext* ctx, tf::Tensor** output) {
-  const tf::Tensor& input = ctx->input(0);
-  TF_RETURN_IF_ERROR(ctx->forward_input_or_allocate_output({0}, 0, input.shape(), output));
-  if ((*output)->data() != input.data() && input.TotalBytes() > 0) {
-    std::memcpy((*output)->data(), input.data(), input.TotalBytes());
-  }
-  return tf::Status();
-}
-
-concord::ReduceOp parse_op(const std::string& op) {
-  return concord::parse_reduce_op(op);
-}
-
-}  // namespace
+using namespace concord_tf;
 
 REGISTER_OP("ConcordAllreduce")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
@@ -150,6 +67,8 @@ REGISTER_OP("ConcordGroupedAllreduce")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
     .Attr("N: int >= 1")
     .Attr("reduce_op: {'sum', 'avg', 'min', 'max', 'prod'} = 'sum'")
+    .Attr("prescale: float = 1.0")
+    .Attr("postscale: float = 1.0")
     .Attr("tensor_names: list(string)")
     .Input("tensors: N * T")
     .Output("outputs: N * T")
@@ -166,6 +85,8 @@ class ConcordGroupedAllreduceOp : public tf::AsyncOpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
     op_ = parse_op(op);
     OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
+    OP_REQUIRES_OK(c, c->GetAttr("prescale", &prescale_));
+    OP_REQUIRES_OK(c, c->GetAttr("postscale", &postscale_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
@@ -185,14 +106,16 @@ class ConcordGroupedAllreduceOp : public tf::AsyncOpKernel {
       views.push_back({output->data(), static_cast<std::size_t>(output->NumElements()), dtype});
     }
     guarded(ctx, done, [&] {
-      concord::default_engine().enqueue_grouped_allreduce(names_, views, op_, 1.0, 1.0,
-                                                          finish(ctx, done));
+      concord::default_engine().enqueue_grouped_allreduce(names_, views, op_, prescale_,
+                                                          postscale_, finish(ctx, done));
     });
   }
 
  private:
   concord::ReduceOp op_ = concord::ReduceOp::Sum;
   std::vector<std::string> names_;
+  float prescale_ = 1.0f;
+  float postscale_ = 1.0f;
 };
 REGISTER_KERNEL_BUILDER(Name("ConcordGroupedAllreduce").Device(tf::DEVICE_CPU),
                         ConcordGroupedAllreduceOp);

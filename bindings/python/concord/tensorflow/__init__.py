@@ -24,7 +24,7 @@ import concord as _concord_py
 from concord import _concord
 
 __all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "grouped_allreduce",
-           "broadcast", "allgather", "broadcast_variables", "DistributedGradientTape",
+           "broadcast", "allgather", "alltoall", "reducescatter", "join", "broadcast_variables", "DistributedGradientTape",
            "DistributedOptimizer", "BroadcastInitialWeights", "MetricAverage"]
 
 _LIB = os.path.join(os.path.dirname(__file__), "libconcord_tf_ops.so")
@@ -39,8 +39,30 @@ _OPS = ("sum", "avg", "min", "max", "prod")
 
 def init() -> None:
     """Starts MPI and concord's engine (collective: call it on every rank)."""
+    _start()
+    _explicit_api("concord.tensorflow.init()")
+
+
+def _start() -> None:
     _concord.init()
     _concord.start_engine()
+
+
+# The launcher's transparent mode (concord.tensorflow.run) registers here what
+# to undo when the script turns out to use the explicit API itself: averaging
+# or sharding twice would train a different model.
+_explicit_hooks: List = []
+_explicit_user: List[str] = []
+
+
+def _explicit_api(what: str) -> None:
+    """Records that the script uses the explicit API (`what`); the first time,
+    runs the hooks (the transparent patches are undone)."""
+    if _explicit_user:
+        return
+    _explicit_user.append(what)
+    for hook in list(_explicit_hooks):
+        hook(what)
 
 
 rank = _concord_py.rank
@@ -92,9 +114,13 @@ def _allreduce_grad(op, grad):
 
 
 def grouped_allreduce(tensors: Sequence, op: str = "avg",
-                      names: Optional[Sequence[str]] = None) -> List:
-    """Allreduces tensors as one group (submitted atomically, fused). Tensors of
-    different dtypes form one group per dtype; IndexedSlices go through allgather."""
+                      names: Optional[Sequence[str]] = None, prescale: float = 1.0,
+                      postscale: float = 1.0) -> List:
+    """Allreduces tensors as one group (submitted atomically, fused):
+    postscale * op over ranks of prescale * tensor. Tensors of different dtypes
+    form one group per dtype; IndexedSlices go through allgather."""
+    if op not in _OPS:
+        raise ValueError(f"concord: op must be one of {', '.join(_OPS)}, not {op!r}")
     tensors = list(tensors)
     if names is None:
         base = _name(None, "group")
@@ -106,11 +132,12 @@ def grouped_allreduce(tensors: Sequence, op: str = "avg",
         if t is None:
             continue
         if isinstance(t, tf.IndexedSlices):
-            out[i] = allreduce(t, op=op, name=names[i])
+            out[i] = allreduce(t, op=op, name=names[i], prescale=prescale, postscale=postscale)
         else:
             by_dtype.setdefault(tf.as_dtype(t.dtype), []).append(i)
     for dtype, idx in by_dtype.items():
         reduced = _ops.concord_grouped_allreduce([tensors[i] for i in idx], reduce_op=op,
+                                                 prescale=prescale, postscale=postscale,
                                                  tensor_names=[names[i] for i in idx])
         for i, r in zip(idx, reduced):
             out[i] = r
@@ -124,6 +151,69 @@ def broadcast(tensor, root_rank: int = 0, name: Optional[str] = None):
 
 def allgather(tensor, name: Optional[str] = None):
     return _ops.concord_allgather(tensor, tensor_name=_name(name, "allgather"))
+
+
+def _attr_name(op) -> str:
+    name = op.get_attr("tensor_name")
+    name = name.decode() if isinstance(name, bytes) else name
+    return name or op.name
+
+
+def alltoall(tensor, splits=None, name: Optional[str] = None):
+    """Rows of dimension 0 to every rank: splits[r] rows go to rank r, in order
+    (None: an even split, which size() must allow). Returns (received,
+    received_splits): the rows received in rank order, and an int32 vector with
+    the rows that came from each rank."""
+    if splits is None:
+        splits = tf.zeros([0], dtype=tf.int32)
+    else:
+        splits = tf.cast(tf.convert_to_tensor(splits), tf.int32)
+    received, received_splits = _ops.concord_alltoall(tensor, splits,
+                                                      tensor_name=_name(name, "alltoall"))
+    return received, received_splits
+
+
+@tf.RegisterGradient("ConcordAlltoall")
+def _alltoall_grad(op, grad, _grad_splits):
+    # The rows go back where they came from: an alltoall with the received splits.
+    back, _ = _ops.concord_alltoall(grad, op.outputs[1], tensor_name=_attr_name(op) + "/grad")
+    return [back, None]
+
+
+def reducescatter(tensor, op: str = "avg", name: Optional[str] = None, prescale: float = 1.0,
+                  postscale: float = 1.0):
+    """postscale * op over ranks of prescale * tensor, of which this rank keeps its
+    block of dimension 0: the first rows % size() ranks get one row more."""
+    if op not in _OPS:
+        raise ValueError(f"concord: op must be one of {', '.join(_OPS)}, not {op!r}")
+    return _ops.concord_reducescatter(tensor, reduce_op=op, prescale=prescale,
+                                      postscale=postscale,
+                                      tensor_name=_name(name, "reducescatter"))
+
+
+@tf.RegisterGradient("ConcordReducescatter")
+def _reducescatter_grad(op, grad):
+    reduce_op = op.get_attr("reduce_op")
+    reduce_op = reduce_op.decode() if isinstance(reduce_op, bytes) else reduce_op
+    if reduce_op not in ("sum", "avg"):
+        return None
+    # Every rank's input reached every block: gather the blocks' gradients.
+    gathered = _ops.concord_allgather(grad, tensor_name=_attr_name(op) + "/grad")
+    factor = op.get_attr("prescale") * op.get_attr("postscale")
+    if reduce_op == "avg":
+        factor /= size()
+    if factor != 1.0:
+        gathered = gathered * tf.cast(factor, gathered.dtype)
+    return gathered
+
+
+def join():
+    """This rank has no more data: until every rank has joined, the allreduces the
+    other ranks run get zeros from it (broadcast, allgather, alltoall and
+    reducescatter fail meanwhile). Returns the last rank to join: an int eagerly,
+    an int32 scalar tensor inside tf.function."""
+    last = _ops.concord_join()
+    return int(last) if tf.executing_eagerly() else last
 
 
 def broadcast_variables(variables, root_rank: int = 0, prefix: str = "bcast") -> None:
@@ -145,6 +235,7 @@ class DistributedGradientTape:
     """Wraps a tf.GradientTape: gradient() returns gradients averaged over ranks."""
 
     def __init__(self, tape: tf.GradientTape, op: str = "avg"):
+        _explicit_api("concord.tensorflow.DistributedGradientTape")
         self._tape = tape
         self._op = op
 
@@ -191,6 +282,7 @@ def DistributedOptimizer(optimizer):
     Returns the same object (its apply() is wrapped), so Keras sees its own type."""
     if getattr(optimizer, "_concord_wrapped", False):
         return optimizer
+    _explicit_api("concord.tensorflow.DistributedOptimizer")
     original = type(optimizer).apply
     bound = _averaged_apply(original)
     optimizer.apply = bound.__get__(optimizer, type(optimizer))
