@@ -106,8 +106,8 @@ class ConcordGroupedAllreduceOp : public tf::AsyncOpKernel {
       views.push_back({output->data(), static_cast<std::size_t>(output->NumElements()), dtype});
     }
     guarded(ctx, done, [&] {
-      concord::default_engine().enqueue_grouped_allreduce(names_, views, op_, prescale_,
-                                                          postscale_, finish(ctx, done));
+      concord::default_engine().enqueue_grouped_allreduce(names_, views, op_, prescale_, postscale_,
+                                                          finish(ctx, done));
     });
   }
 
