@@ -124,15 +124,7 @@ void EngineCore::validate(const Work& w) const {
       validate_rows(w);
       break;
     case WorkKind::Allreduce:
-      if (static_cast<unsigned>(w.sig.op) > static_cast<unsigned>(ReduceOp::Avg)) {
-        bad("unknown ReduceOp");
-      }
-      if (!is_supported(w.sig.dtype, w.sig.op)) {
-        bad(fmt::format("{} is not defined for {}", to_string(w.sig.op), to_string(w.sig.dtype)));
-      }
-      if (!is_floating_point(w.sig.dtype) && (w.sig.prescale != 1.0 || w.sig.postscale != 1.0)) {
-        bad("prescale/postscale must be 1 for integer tensors");
-      }
+      validate_reduction(w);
       break;
     case WorkKind::Broadcast:
       if (w.sig.root < 0 || w.sig.root >= data_.size()) {

@@ -71,6 +71,7 @@ class EngineCore {
   void run_reducescatter(Work& work);
   // Checks what alltoall, reducescatter and join need (engine_ops.cpp).
   void validate_rows(const Work& work) const;
+  void validate_reduction(const Work& work) const;
   void complete(const std::shared_ptr<Work>& work, std::optional<Error> error);
 
   Communicator data_;     // the engine's collectives

@@ -75,6 +75,15 @@ void EngineCore::validate_rows(const Work& w) const {
     }
     return;
   }
+  validate_reduction(w);
+}
+
+// The op and scales of a reduction (allreduce, reducescatter).
+void EngineCore::validate_reduction(const Work& w) const {
+  auto bad = [&](const std::string& what) {
+    throw Error(ErrorCode::InvalidArgument, data_.rank(),
+                fmt::format("Engine: tensor '{}': {}", w.name, what));
+  };
   if (static_cast<unsigned>(w.sig.op) > static_cast<unsigned>(ReduceOp::Avg)) {
     bad("unknown ReduceOp");
   }

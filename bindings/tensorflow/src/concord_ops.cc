@@ -35,11 +35,7 @@ REGISTER_OP("ConcordAllreduce")
 class ConcordAllreduceOp : public tf::AsyncOpKernel {
  public:
   explicit ConcordAllreduceOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c), name_(name_of(c)) {
-    std::string op;
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
-    op_ = parse_op(op);
-    OP_REQUIRES_OK(c, c->GetAttr("prescale", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale", &postscale_));
+    OP_REQUIRES_OK(c, read_reduce_attrs(c, &reduce_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
@@ -50,16 +46,14 @@ class ConcordAllreduceOp : public tf::AsyncOpKernel {
     OP_REQUIRES_OK_ASYNC(ctx, output_holding_input(ctx, &output), done);
     guarded(ctx, done, [&] {
       concord::default_engine().enqueue_allreduce(
-          name_, {output->data(), static_cast<std::size_t>(output->NumElements()), dtype}, op_,
-          prescale_, postscale_, finish(ctx, done));
+          name_, {output->data(), static_cast<std::size_t>(output->NumElements()), dtype},
+          reduce_.op, reduce_.prescale, reduce_.postscale, finish(ctx, done));
     });
   }
 
  private:
   std::string name_;
-  concord::ReduceOp op_ = concord::ReduceOp::Sum;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
+  ReduceAttrs reduce_;
 };
 REGISTER_KERNEL_BUILDER(Name("ConcordAllreduce").Device(tf::DEVICE_CPU), ConcordAllreduceOp);
 
@@ -81,12 +75,8 @@ REGISTER_OP("ConcordGroupedAllreduce")
 class ConcordGroupedAllreduceOp : public tf::AsyncOpKernel {
  public:
   explicit ConcordGroupedAllreduceOp(tf::OpKernelConstruction* c) : AsyncOpKernel(c) {
-    std::string op;
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
-    op_ = parse_op(op);
+    OP_REQUIRES_OK(c, read_reduce_attrs(c, &reduce_));
     OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &names_));
-    OP_REQUIRES_OK(c, c->GetAttr("prescale", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale", &postscale_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
@@ -106,16 +96,14 @@ class ConcordGroupedAllreduceOp : public tf::AsyncOpKernel {
       views.push_back({output->data(), static_cast<std::size_t>(output->NumElements()), dtype});
     }
     guarded(ctx, done, [&] {
-      concord::default_engine().enqueue_grouped_allreduce(names_, views, op_, prescale_, postscale_,
-                                                          finish(ctx, done));
+      concord::default_engine().enqueue_grouped_allreduce(
+          names_, views, reduce_.op, reduce_.prescale, reduce_.postscale, finish(ctx, done));
     });
   }
 
  private:
-  concord::ReduceOp op_ = concord::ReduceOp::Sum;
+  ReduceAttrs reduce_;
   std::vector<std::string> names_;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
 };
 REGISTER_KERNEL_BUILDER(Name("ConcordGroupedAllreduce").Device(tf::DEVICE_CPU),
                         ConcordGroupedAllreduceOp);

@@ -176,11 +176,7 @@ class ConcordReducescatterOp : public tf::AsyncOpKernel {
  public:
   explicit ConcordReducescatterOp(tf::OpKernelConstruction* c)
       : AsyncOpKernel(c), name_(name_of(c)) {
-    std::string op;
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
-    op_ = parse_op(op);
-    OP_REQUIRES_OK(c, c->GetAttr("prescale", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale", &postscale_));
+    OP_REQUIRES_OK(c, read_reduce_attrs(c, &reduce_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
@@ -200,7 +196,7 @@ class ConcordReducescatterOp : public tf::AsyncOpKernel {
               name_,
               {const_cast<char*>(input.tensor_data().data()),
                static_cast<std::size_t>(input.NumElements()), dtype},
-              row, op_, prescale_, postscale_, std::move(completion));
+              row, reduce_.op, reduce_.prescale, reduce_.postscale, std::move(completion));
         },
         [ctx, shape, input](const concord::Handle& h) {
           const auto me = static_cast<std::size_t>(concord::default_engine().rank());
@@ -210,9 +206,7 @@ class ConcordReducescatterOp : public tf::AsyncOpKernel {
 
  private:
   std::string name_;
-  concord::ReduceOp op_ = concord::ReduceOp::Avg;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
+  ReduceAttrs reduce_;
 };
 REGISTER_KERNEL_BUILDER(Name("ConcordReducescatter").Device(tf::DEVICE_CPU),
                         ConcordReducescatterOp);

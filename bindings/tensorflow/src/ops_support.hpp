@@ -95,4 +95,23 @@ inline concord::ReduceOp parse_op(const std::string& op) {
   return concord::parse_reduce_op(op);
 }
 
+// The attributes every reducing op has: result = postscale * (op of prescale * x).
+struct ReduceAttrs {
+  concord::ReduceOp op = concord::ReduceOp::Sum;
+  float prescale = 1.0f;
+  float postscale = 1.0f;
+};
+
+inline tf::Status read_reduce_attrs(tf::OpKernelConstruction* c, ReduceAttrs* out) {
+  std::string op;
+  TF_RETURN_IF_ERROR(c->GetAttr("reduce_op", &op));
+  try {
+    out->op = parse_op(op);
+  } catch (const concord::Error& e) {
+    return to_status(e);
+  }
+  TF_RETURN_IF_ERROR(c->GetAttr("prescale", &out->prescale));
+  return c->GetAttr("postscale", &out->postscale);
+}
+
 }  // namespace concord_tf
