@@ -96,12 +96,14 @@ void EngineCore::shutdown() {
   }
 }
 
+void EngineCore::reject(const Work& w, const std::string& what) const {
+  throw Error(ErrorCode::InvalidArgument, data_.rank(),
+              fmt::format("Engine: tensor '{}': {}", w.name, what));
+}
+
 void EngineCore::validate(const Work& w) const {
   const int rank = data_.rank();
-  auto bad = [&](const std::string& what) {
-    throw Error(ErrorCode::InvalidArgument, rank,
-                fmt::format("Engine: tensor '{}': {}", w.name, what));
-  };
+  auto bad = [&](const std::string& what) { reject(w, what); };
   if (w.name.empty()) bad("the name is empty");
   if (w.tensor.device != Device::Cpu && w.tensor.device != Device::Cuda) bad("unknown Device");
   if (w.tensor.device == Device::Cuda) {

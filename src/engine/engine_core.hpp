@@ -72,6 +72,8 @@ class EngineCore {
   // Checks what alltoall, reducescatter and join need (engine_ops.cpp).
   void validate_rows(const Work& work) const;
   void validate_reduction(const Work& work) const;
+  // Throws ErrorCode::InvalidArgument naming the tensor: "Engine: tensor 'x': what".
+  [[noreturn]] void reject(const Work& work, const std::string& what) const;
   void complete(const std::shared_ptr<Work>& work, std::optional<Error> error);
 
   Communicator data_;     // the engine's collectives

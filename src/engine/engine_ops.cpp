@@ -43,14 +43,12 @@ std::vector<std::size_t> reducescatter_rows(std::uint64_t rows, int ranks) {
 }
 
 void EngineCore::validate_rows(const Work& w) const {
-  auto bad = [&](const std::string& what) {
-    throw Error(ErrorCode::InvalidArgument, data_.rank(),
-                fmt::format("Engine: tensor '{}': {}", w.name, what));
-  };
+  auto bad = [&](const std::string& what) { reject(w, what); };
   if (w.sig.kind == WorkKind::Join) return;
   const bool alltoall = w.sig.kind == WorkKind::Alltoall;
-  const char* op_name = alltoall ? "alltoall" : "reducescatter";
-  if (w.tensor.device != Device::Cpu) bad(fmt::format("{} takes host tensors only", op_name));
+  if (w.tensor.device != Device::Cpu) {
+    bad(fmt::format("{} takes host tensors only", kind_name(w.sig.kind)));
+  }
   const std::uint64_t row = alltoall ? w.sig.count : w.sig.row_elements;
   if (row == 0) bad("row_elements must be > 0");
   if (w.tensor.count % row != 0) {
@@ -80,10 +78,7 @@ void EngineCore::validate_rows(const Work& w) const {
 
 // The op and scales of a reduction (allreduce, reducescatter).
 void EngineCore::validate_reduction(const Work& w) const {
-  auto bad = [&](const std::string& what) {
-    throw Error(ErrorCode::InvalidArgument, data_.rank(),
-                fmt::format("Engine: tensor '{}': {}", w.name, what));
-  };
+  auto bad = [&](const std::string& what) { reject(w, what); };
   if (static_cast<unsigned>(w.sig.op) > static_cast<unsigned>(ReduceOp::Avg)) {
     bad("unknown ReduceOp");
   }

@@ -20,24 +20,6 @@ bool fillable(const Signature& sig) {
   return sig.kind == WorkKind::Allreduce && sig.device == Device::Cpu;
 }
 
-const char* kind_name(WorkKind kind) {
-  switch (kind) {
-    case WorkKind::Allreduce:
-      return "allreduce";
-    case WorkKind::Broadcast:
-      return "broadcast";
-    case WorkKind::Allgather:
-      return "allgather";
-    case WorkKind::Alltoall:
-      return "alltoall";
-    case WorkKind::Reducescatter:
-      return "reducescatter";
-    case WorkKind::Join:
-      return "join";
-  }
-  return "?";
-}
-
 }  // namespace
 
 std::vector<bool> Negotiator::joined_ranks() const {

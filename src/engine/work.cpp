@@ -4,6 +4,24 @@
 
 namespace concord::detail {
 
+const char* kind_name(WorkKind kind) {
+  switch (kind) {
+    case WorkKind::Allreduce:
+      return "allreduce";
+    case WorkKind::Broadcast:
+      return "broadcast";
+    case WorkKind::Allgather:
+      return "allgather";
+    case WorkKind::Alltoall:
+      return "alltoall";
+    case WorkKind::Reducescatter:
+      return "reducescatter";
+    case WorkKind::Join:
+      return "join";
+  }
+  return "?";
+}
+
 std::string Signature::describe() const {
   switch (kind) {
     case WorkKind::Allreduce:

@@ -29,6 +29,9 @@ enum class WorkKind : std::uint8_t {
   Join
 };
 
+// The collective's name in messages: "allreduce", "alltoall", ...
+const char* kind_name(WorkKind kind);
+
 // The name a join travels under in the negotiation (never cached: every rank
 // must see who has joined). enqueue_* rejects it as a user tensor's name.
 inline constexpr const char* kJoinName = "concord/join";
