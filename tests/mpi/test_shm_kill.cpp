@@ -1,7 +1,9 @@
 // Run by shm_no_leftovers.cmake: rank 0 reports its pid (the shared-memory
 // segment is named after it) and checks that the segment is already unlinked
 // while in use; then the last rank kills itself in the middle of the job and the
-// others hang in the next collective until mpiexec tears them down.
+// others hang in the next collective until mpiexec tears them down. The kill
+// waits for rank 0's report (an allreduce ends on no rank before all have
+// entered it), or mpiexec could kill rank 0 before it has printed.
 #include <concord/concord.hpp>
 
 #include <csignal>
@@ -41,6 +43,9 @@ int main() {
     std::printf("wrong result %f on rank %d\n", data[0], comm.rank());
     return 1;
   }
+  int reported = 1;
+  concord::allreduce(&reported, &reported, 1, concord::DataType::Int32, concord::ReduceOp::Sum,
+                     comm);
   if (comm.rank() == comm.size() - 1) std::raise(SIGKILL);
   concord::allreduce(data.data(), data.data(), data.size(), concord::DataType::Float32,
                      concord::ReduceOp::Sum, comm, options);
