@@ -5,8 +5,9 @@
 // (bytes written by the test), not against the emulator's own bookkeeping.
 #include "cudaemu/kernel.hpp"  // first: kernels in this file are host-compiled
 
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "support/catch_session.hpp"
 
 #include <mpi.h>
 
@@ -221,9 +222,8 @@ TEST_CASE("IPC handles open in other processes only, at the allocation's base", 
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  Catch::Session session;
-  int failures = session.applyCommandLine(argc, argv);
-  if (failures == 0) failures = session.run();
+  const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
+  int failures = outcome.command_line_error != 0 ? outcome.command_line_error : outcome.failures;
   int any = 0;
   MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

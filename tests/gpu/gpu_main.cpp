@@ -1,8 +1,7 @@
 // Catch2 under MPI for the GPU tests. Without a CUDA device on any rank, every
 // rank prints why and exits with 77, which CTest reports as skipped. Each rank
 // takes GPU local_rank % device_count, so several ranks may share one GPU.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "support/catch_session.hpp"
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -37,9 +36,9 @@ int main(int argc, char** argv) {
   MPI_Comm_free(&local);
   cudaSetDevice(local_rank % devices);
 
-  Catch::Session session;
-  if (int bad = session.applyCommandLine(argc, argv); bad != 0) MPI_Abort(MPI_COMM_WORLD, bad);
-  int failures = session.run();
+  const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
+  if (outcome.command_line_error != 0) MPI_Abort(MPI_COMM_WORLD, outcome.command_line_error);
+  int failures = outcome.failures;
   int any_failures = 0;
   MPI_Allreduce(&failures, &any_failures, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

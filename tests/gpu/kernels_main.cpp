@@ -1,8 +1,7 @@
 // Catch2 for the single-process GPU kernel tests (test_gpu_kernels.cpp). Without a
 // usable CUDA device it prints why and exits with 77, which CTest reports as skipped
 // (SKIP_RETURN_CODE 77).
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "support/catch_session.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -17,5 +16,7 @@ int main(int argc, char** argv) {
                 rc != cudaSuccess ? cudaGetErrorString(rc) : "no device is visible");
     return kSkipped;
   }
-  return Catch::Session().run(argc, argv);
+  const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
+  if (outcome.command_line_error != 0) return outcome.command_line_error;
+  return outcome.failures == 0 ? 0 : 1;
 }

@@ -2,8 +2,9 @@
 // use, checked on the host against values computed here. Exits 77 (skipped) on
 // every rank without a CUDA device or NCCL, or with several ranks on one GPU and
 // an NCCL older than 2.30.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "support/catch_session.hpp"
 
 #include "transport/nccl_library.hpp"
 #include "transport/nccl_transport.hpp"
@@ -278,9 +279,9 @@ int main(int argc, char** argv) {
     }
     g_nccl = nccl_comm.get();
 
-    Catch::Session session;
-    if (int rc = session.applyCommandLine(argc, argv); rc != 0) MPI_Abort(MPI_COMM_WORLD, rc);
-    failures += session.run();
+    const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
+    if (outcome.command_line_error != 0) MPI_Abort(MPI_COMM_WORLD, outcome.command_line_error);
+    failures += outcome.failures;
     g_nccl = nullptr;
   }
   int any_failures = 0;

@@ -1,7 +1,6 @@
 // Catch2 under MPI: every rank runs the same test cases in the same order; the
 // exit code is non-zero on every rank if any rank saw a failure.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "support/catch_session.hpp"
 
 #include <mpi.h>
 
@@ -11,11 +10,9 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 
-  Catch::Session session;
-  if (int rc = session.applyCommandLine(argc, argv); rc != 0) {
-    MPI_Abort(MPI_COMM_WORLD, rc);
-  }
-  int failures = session.run();
+  const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
+  if (outcome.command_line_error != 0) MPI_Abort(MPI_COMM_WORLD, outcome.command_line_error);
+  int failures = outcome.failures;
   int any_failures = 0;
   MPI_Allreduce(&failures, &any_failures, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

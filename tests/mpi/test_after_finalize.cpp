@@ -1,7 +1,8 @@
 // After MPI_Finalize every entry point throws Error(Finalized), and communicators
 // created before it are destroyed without touching MPI.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "support/catch_session.hpp"
 
 #include <concord/concord.hpp>
 
@@ -36,7 +37,8 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   g_before_finalize.emplace(MPI_COMM_WORLD);
   MPI_Finalize();
-  int failures = Catch::Session().run(argc, argv);
+  const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
+  const int failures = outcome.command_line_error != 0 ? 1 : outcome.failures;
   g_before_finalize.reset();  // must not call MPI_Comm_free now
   return failures == 0 ? 0 : 1;
 }

@@ -1,5 +1,4 @@
 // concord starts MPI when the application has not, and ends it at exit.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>
