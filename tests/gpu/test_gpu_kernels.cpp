@@ -1,6 +1,6 @@
 // The CUDA kernels (src/reduce/cuda_kernels.hpp) against the host kernel table, bit
 // for bit: reduce, reduce_many, scale and batched_copy for every dtype x op, counts
-// {0, 1, 3, 17, 1000003}, pointers aligned, all offset by one element (the packed
+// {0, 1, 3, 17, large} (see counts()), pointers aligned, all offset by one element (the packed
 // path with a head) and offset against each other (the one-by-one path), dst
 // aliasing an input, and guard elements around every region that must not change.
 //
@@ -51,7 +51,23 @@ constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, Re
                                 ReduceOp::Avg};
 constexpr DataType kFloatTypes[] = {DataType::Float16, DataType::BFloat16, DataType::Float32,
                                     DataType::Float64};
-constexpr std::size_t kCounts[] = {0, 1, 3, 17, 1000003};
+// The largest count makes every kernel's grid-stride loop go round at least
+// twice, whatever the device, and end in a partial pack: a grid holds
+// multiprocessors x 2048 threads (cuda_launch.cuh), each moving 16 bytes (16
+// elements of the narrowest type) per pass. 8.7 million on an H100, 131075 on
+// the CUDA emulator's two multiprocessors, where a fixed million made this file
+// the slowest test of the sanitizer build without covering more.
+std::size_t large_count() {
+  int device = 0;
+  int multiprocessors = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) ==
+          cudaSuccess);
+  return 2 * static_cast<std::size_t>(multiprocessors) * 2048 * 16 + 3;
+}
+std::vector<std::size_t> counts() {
+  return {0, 1, 3, 17, large_count()};
+}
 constexpr std::size_t kGuard = 16;  // elements before and after every region
 
 template <class T>
@@ -240,7 +256,7 @@ TEST_CASE("cuda reduce matches the host table for every dtype, op, count and ali
   cuda::Stream stream;
   for (DataType d : kAllTypes) {
     with_element_type(d, [&]<class T>() {
-      for (std::size_t count : kCounts) {
+      for (std::size_t count : counts()) {
         const std::size_t total = count + 2 * kGuard + 2;
         const auto a = random_vector<T>(d, total, rng);
         const auto b = random_vector<T>(d, total, rng);
@@ -301,11 +317,11 @@ TEST_CASE("cuda reduce_many equals the pairwise reductions, left to right", "[gp
       for (ReduceOp op : kAllOps) {
         if (!concord::is_supported(d, op)) continue;
         for (std::size_t n : {1, 2, 3, 16, 17, 40}) {
-          for (std::size_t count : kCounts) {
+          for (std::size_t count : counts()) {
             for (int layout = 0; layout < 3; ++layout) {
               // 0: aligned; 1: every buffer offset by one element; 2: odd sources offset.
               for (bool dst_is_first : {false, true}) {
-                // A million elements: two cases, to keep the host reference quick (17
+                // The large count: two cases, to keep the host reference quick (17
                 // sources: two chained launches, dst as the running accumulator).
                 if (count > 1000 && !((n == 2 && layout == 0 && !dst_is_first) ||
                                       (n == 17 && layout == 1 && dst_is_first))) {
@@ -392,9 +408,9 @@ TEST_CASE("cuda scale matches the host scale for every float type, factor and co
                             std::numeric_limits<double>::quiet_NaN()};
   for (DataType d : kFloatTypes) {
     with_element_type(d, [&]<class T>() {
-      std::vector<std::size_t> counts(std::begin(kCounts), std::end(kCounts));
-      if constexpr (sizeof(T) == 2) counts.push_back(65536);  // every value, below
-      for (std::size_t count : counts) {
+      std::vector<std::size_t> scaled_counts = counts();
+      if constexpr (sizeof(T) == 2) scaled_counts.push_back(65536);  // every value, below
+      for (std::size_t count : scaled_counts) {
         std::vector<T> x0 = random_vector<T>(d, count + 2 * kGuard + 1, rng);
         if constexpr (sizeof(T) == 2) {
           if (count == 65536) {
@@ -510,7 +526,7 @@ TEST_CASE("cuda batched_copy packs and scales every item, in as many launches as
       for (std::size_t n_items : {0, 1, 5, 32, 33, 40, 512, 513, 1200}) {
         std::vector<std::size_t> sizes;
         for (std::size_t i = 0; i < n_items; ++i) sizes.push_back(pool[rng() % std::size(pool)]);
-        if (n_items == 5) sizes[2] = 1000003;
+        if (n_items == 5) sizes[2] = large_count();
         check_batched_copy<T>(d, sizes, rng, stream);
       }
       check_batched_copy<T>(d, {0, 0, 0}, rng, stream);  // nothing to copy
