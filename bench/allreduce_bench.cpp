@@ -1,4 +1,5 @@
 #include "allreduce_bench.hpp"
+#include "allreduce_validator.hpp"
 #include "elements.hpp"
 #include "shm_phases.hpp"
 #if CONCORD_BENCH_NCCL
@@ -103,6 +104,36 @@ class SingleCopyOff {
   bool was_;
 };
 
+// MPI_Allreduce on the same buffers; Avg as MPI_SUM plus one scale pass.
+Impl mpi_impl(const AllreduceOptions& o, const Communicator& comm) {
+  auto type = mpi_type(o.dtype);
+  if (!type) {
+    throw std::invalid_argument(
+        fmt::format("--impl mpi: this MPI has no datatype for {}; compare with another -T",
+                    to_string(o.dtype)));
+  }
+  if (o.op == ReduceOp::Avg && (o.dtype == DataType::Float16)) {
+    throw std::invalid_argument(
+        "--impl mpi: -o avg is measured as MPI_SUM plus a scale, "
+        "which is not available for float16 here");
+  }
+  MPI_Comm world = comm.mpi_comm();
+  const int p = comm.size();
+  return {"mpi", "mpi", [world, type, o, p](const void* s, void* r, std::size_t n) {
+            MPI_Allreduce(s, r, static_cast<int>(n), *type, mpi_op(o.op), world);
+            // MPI has no average: one scale pass, as concord does.
+            if (o.op == ReduceOp::Avg) {
+              if (o.dtype == DataType::Float32) {
+                auto* f = static_cast<float*>(r);
+                for (std::size_t i = 0; i < n; ++i) f[i] *= 1.0f / static_cast<float>(p);
+              } else {
+                auto* d = static_cast<double*>(r);
+                for (std::size_t i = 0; i < n; ++i) d[i] *= 1.0 / p;
+              }
+            }
+          }};
+}
+
 std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm) {
   std::vector<Impl> impls;
   for (const std::string& name : o.impls) {
@@ -114,33 +145,7 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
              }});
       }
     } else if (name == "mpi") {
-      auto type = mpi_type(o.dtype);
-      if (!type) {
-        throw std::invalid_argument(
-            fmt::format("--impl mpi: this MPI has no datatype for {}; compare with another -T",
-                        to_string(o.dtype)));
-      }
-      if (o.op == ReduceOp::Avg && (o.dtype == DataType::Float16)) {
-        throw std::invalid_argument(
-            "--impl mpi: -o avg is measured as MPI_SUM plus a scale, "
-            "which is not available for float16 here");
-      }
-      MPI_Comm world = comm.mpi_comm();
-      const int p = comm.size();
-      impls.push_back({name, "mpi", [world, type, o, p](const void* s, void* r, std::size_t n) {
-                         MPI_Allreduce(s, r, static_cast<int>(n), *type, mpi_op(o.op), world);
-                         // MPI has no average: one scale pass, as concord does.
-                         if (o.op == ReduceOp::Avg) {
-                           if (o.dtype == DataType::Float32) {
-                             auto* f = static_cast<float*>(r);
-                             for (std::size_t i = 0; i < n; ++i)
-                               f[i] *= 1.0f / static_cast<float>(p);
-                           } else {
-                             auto* d = static_cast<double*>(r);
-                             for (std::size_t i = 0; i < n; ++i) d[i] *= 1.0 / p;
-                           }
-                         }
-                       }});
+      impls.push_back(mpi_impl(o, comm));
     } else if (name == "concord-copy") {
       for (Algorithm a : o.algorithms) {
         impls.push_back(
@@ -161,74 +166,6 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
   return impls;
 }
 
-// Validation inputs: small integers whose reduction is exact in every dtype.
-double pattern(int rank, std::size_t i, DataType dtype, ReduceOp op) {
-  const auto k = static_cast<int>(i % 1009);
-  switch (op) {
-    case ReduceOp::Prod:
-      return dtype == DataType::UInt8 ? 1.0 : ((rank + k) % 2 == 0 ? 1.0 : -1.0);
-    case ReduceOp::Min:
-    case ReduceOp::Max:
-      return dtype == DataType::UInt8 ? (rank * 3 + k) % 11 : (rank * 3 + k) % 11 - 5;
-    default:
-      return dtype == DataType::UInt8 ? (rank + k) % 5 : (rank + k) % 5 - 2;
-  }
-}
-
-class Validator {
- public:
-  Validator(const AllreduceOptions& o, int rank, int ranks, std::size_t max_count)
-      : o_(o), esize_(size_of(o.dtype)), input_(max_count * esize_), expected_(max_count * esize_) {
-    for (std::size_t i = 0; i < max_count; ++i) {
-      store_element(&input_[i * esize_], o.dtype, pattern(rank, i, o.dtype, o.op));
-      double acc = pattern(0, i, o.dtype, o.op);
-      for (int r = 1; r < ranks; ++r) {
-        const double v = pattern(r, i, o.dtype, o.op);
-        switch (o.op) {
-          case ReduceOp::Prod:
-            acc *= v;
-            break;
-          case ReduceOp::Min:
-            acc = std::min(acc, v);
-            break;
-          case ReduceOp::Max:
-            acc = std::max(acc, v);
-            break;
-          default:
-            acc += v;
-        }
-      }
-      if (o.op == ReduceOp::Avg) acc /= ranks;
-      expected_avg_.push_back(acc);
-      store_element(&expected_[i * esize_], o.dtype, acc);
-    }
-  }
-  void fill(std::byte* send, std::size_t count) const {
-    std::memcpy(send, input_.data(), count * esize_);
-  }
-  bool check(const std::byte* recv, std::size_t count) const {
-    if (o_.op != ReduceOp::Avg) return std::memcmp(recv, expected_.data(), count * esize_) == 0;
-    // The average need not be representable: allow the dtype's rounding.
-    const double eps = o_.dtype == DataType::Float16    ? 1e-3
-                       : o_.dtype == DataType::BFloat16 ? 8e-3
-                       : o_.dtype == DataType::Float32  ? 1e-6
-                                                        : 1e-14;
-    for (std::size_t i = 0; i < count; ++i) {
-      const double got = load_element(recv + i * esize_, o_.dtype);
-      if (!(std::fabs(got - expected_avg_[i]) <= eps * std::max(1.0, std::fabs(expected_avg_[i]))))
-        return false;
-    }
-    return true;
-  }
-
- private:
-  AllreduceOptions o_;
-  std::size_t esize_;
-  std::vector<std::byte> input_;
-  std::vector<std::byte> expected_;
-  std::vector<double> expected_avg_;
-};
-
 struct AlignedFree {
   void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{kHugePage}); }
   static constexpr std::size_t kHugePage = 2 << 20;
@@ -246,133 +183,242 @@ Buffer make_buffer(std::size_t bytes) {
   return b;
 }
 
+// The message buffers every implementation runs on: host memory, or device
+// memory with host copies the validator works on, and the moves between them.
+// Not movable: the moves point at its members.
+class MessageBuffers {
+ public:
+  MessageBuffers(const AllreduceOptions& o, const Communicator& comm, std::size_t max_count)
+      : esize_(size_of(o.dtype)),
+        host_send_(make_buffer(max_count * esize_)),
+        host_recv_(make_buffer(max_count * esize_)),
+        send_(host_send_.get()),
+        recv_(host_recv_.get()) {
+#if CONCORD_BENCH_NCCL
+    if (o.device == Device::Cuda) {
+      device_ = std::make_unique<DeviceBench>(comm);
+      if (comm.rank() == 0) fmt::print("# Device: {}\n", device_->describe());
+      send_ = device_->allocate(max_count * esize_);
+      recv_ = device_->allocate(max_count * esize_);
+    }
+#else
+    (void)comm;
+    if (o.device == Device::Cuda) {
+      throw std::invalid_argument(
+          "--device cuda: this concord-bench was built without CUDA and NCCL");
+    }
+#endif
+  }
+  MessageBuffers(const MessageBuffers&) = delete;
+  MessageBuffers& operator=(const MessageBuffers&) = delete;
+
+  std::byte* send() const {
+    return send_;
+  }
+  std::byte* recv() const {
+    return recv_;
+  }
+  std::byte* host_send() const {
+    return host_send_.get();
+  }
+  const std::byte* host_recv() const {
+    return host_recv_.get();
+  }
+#if CONCORD_BENCH_NCCL
+  DeviceBench* device() const {
+    return device_.get();
+  }
+#endif
+
+  // The first n elements of host_send() to send() (a no-op on host buffers).
+  void upload_send(std::size_t n) {
+#if CONCORD_BENCH_NCCL
+    if (device_) device_->upload(send_, host_send_.get(), n * esize_);
+#else
+    (void)n;
+#endif
+  }
+  // The first n elements of recv() to host_recv() (a no-op on host buffers).
+  void download_recv(std::size_t n) {
+#if CONCORD_BENCH_NCCL
+    if (device_) device_->download(host_recv_.get(), recv_, n * esize_);
+#else
+    (void)n;
+#endif
+  }
+  // A result that is never written shows as wrong: recv starts as 0xff bytes.
+  void poison_recv(std::size_t n) {
+#if CONCORD_BENCH_NCCL
+    if (device_) {
+      std::memset(host_recv_.get(), 0xff, n * esize_);
+      device_->upload(recv_, host_recv_.get(), n * esize_);
+      return;
+    }
+#endif
+    std::memset(recv_, 0xff, n * esize_);
+  }
+
+ private:
+  std::size_t esize_;
+  Buffer host_send_;
+  Buffer host_recv_;
+  std::byte* send_;
+  std::byte* recv_;
+#if CONCORD_BENCH_NCCL
+  std::unique_ptr<DeviceBench> device_;
+#endif
+};
+
+// One run of the benchmark: the buffers, the implementations and the validator,
+// set up once; measure() times every implementation at one size.
+class AllreduceRun {
+ public:
+  AllreduceRun(const AllreduceOptions& o, const Communicator& comm)
+      : o_(o), comm_(comm), world_(comm.mpi_comm()), buffers_(o, comm, o.max_bytes / esize()) {
+#if CONCORD_BENCH_NCCL
+    if (o.device == Device::Cuda) impls_ = make_device_impls(o, comm, *buffers_.device());
+#endif
+    if (o.device == Device::Cpu) impls_ = make_impls(o, comm);
+    const std::size_t max_count = o.max_bytes / esize();
+    if (o.validate) {
+      validator_.emplace(o, comm.rank(), comm.size(), max_count);
+    } else {
+      // Any finite input: take the validation pattern's first values.
+      Validator(o, comm.rank(), 1, max_count).fill(buffers_.host_send(), max_count);
+      buffers_.upload_send(max_count);
+    }
+    for (const Impl& impl : impls_) labels_.push_back(impl.name + ":" + impl.algorithm);
+  }
+
+  // Every implementation at `bytes`: the measurements (complete on rank 0).
+  std::vector<Measurement> measure(std::size_t bytes, ShmPhaseSampler& phases);
+  std::size_t impl_count() const {
+    return impls_.size();
+  }
+  const std::vector<std::string>& labels() const {
+    return labels_;
+  }
+
+ private:
+  std::size_t esize() const {
+    return size_of(o_.dtype);
+  }
+  void checked_call(std::size_t which, std::size_t count);
+  std::vector<double> timed_rounds(std::size_t count, int iterations, ShmPhaseSampler& phases);
+  Measurement summarize(std::size_t k, std::size_t bytes, double seconds, int iterations,
+                        int warmup) const;
+
+  const AllreduceOptions& o_;
+  const Communicator& comm_;
+  MPI_Comm world_;
+  MessageBuffers buffers_;
+  std::vector<Impl> impls_;
+  std::optional<Validator> validator_;
+  std::vector<std::string> labels_;
+  std::vector<int> valid_;  // per implementation, at the current size
+};
+
+// With -c, each implementation's result is checked in calls of its own, before
+// and after the timed rounds, so that checking never changes what is timed: the
+// timed loop is the same with or without -c.
+void AllreduceRun::checked_call(std::size_t which, std::size_t count) {
+  if (!impls_[which].is_allreduce) return;
+  validator_->fill(buffers_.host_send(), count);
+  buffers_.upload_send(count);
+  buffers_.poison_recv(count);
+  MPI_Barrier(world_);
+  impls_[which].run(buffers_.send(), buffers_.recv(), count);
+  buffers_.download_recv(count);
+  if (!validator_->check(buffers_.host_recv(), count)) valid_[which] = 0;
+}
+
+// kRounds barrier-aligned rounds, the implementations' order alternating from
+// round to round. Returns the seconds each spent in its timed calls.
+std::vector<double> AllreduceRun::timed_rounds(std::size_t count, int iterations,
+                                               ShmPhaseSampler& phases) {
+  std::vector<double> seconds(impls_.size(), 0.0);
+  for (int round = 0; round < kRounds; ++round) {
+    const int round_iters = iterations / kRounds + (round < iterations % kRounds ? 1 : 0);
+    for (std::size_t k = 0; k < impls_.size(); ++k) {
+      const std::size_t which = round % 2 == 0 ? k : impls_.size() - 1 - k;
+      const Impl& impl = impls_[which];
+      MPI_Barrier(world_);
+      phases.begin();
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < round_iters; ++i) impl.run(buffers_.send(), buffers_.recv(), count);
+      seconds[which] += MPI_Wtime() - t0;
+      phases.end(which);
+    }
+  }
+  return seconds;
+}
+
+// Implementation k's row: latency over ranks (OSU: mean, min and max of each
+// rank's mean), bus bandwidth, and the validity every rank agrees on.
+Measurement AllreduceRun::summarize(std::size_t k, std::size_t bytes, double seconds,
+                                    int iterations, int warmup) const {
+  const int p = comm_.size();
+  double mean_us = seconds * 1e6 / iterations;
+  double sum = 0, lo = 0, hi = 0;
+  int all_valid = 0;
+  MPI_Reduce(&mean_us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, world_);
+  MPI_Reduce(&mean_us, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, world_);
+  MPI_Reduce(&mean_us, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, world_);
+  // On every rank, which all exit with the same status.
+  int mine = valid_[k];
+  MPI_Allreduce(&mine, &all_valid, 1, MPI_INT, MPI_MIN, world_);
+  Measurement m;
+  m.impl = impls_[k].name;
+  m.algorithm = impls_[k].algorithm;
+  m.bytes = bytes;
+  m.count = bytes / esize();
+  m.avg_us = sum / p;
+  m.min_us = lo;
+  m.max_us = hi;
+  m.iterations = iterations;
+  m.warmup = warmup;
+  m.busbw_gbps =
+      p > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 * (p - 1) / p / 1e9 : 0.0;
+  if (o_.validate && impls_[k].is_allreduce) m.validated = all_valid != 0;
+  return m;
+}
+
+std::vector<Measurement> AllreduceRun::measure(std::size_t bytes, ShmPhaseSampler& phases) {
+  const std::size_t count = bytes / esize();
+  const int iterations = iterations_for(o_, bytes);
+  const int warmup = warmup_for(o_, bytes);
+  valid_.assign(impls_.size(), 1);
+  for (std::size_t k = 0; k < impls_.size(); ++k) {
+    if (validator_) checked_call(k, count);
+    for (int i = 0; i < warmup; ++i) impls_[k].run(buffers_.send(), buffers_.recv(), count);
+  }
+  const std::vector<double> seconds = timed_rounds(count, iterations, phases);
+  // Checked again after the timed calls: state they left behind (caches,
+  // arenas, scratch) must not change the next result.
+  if (validator_) {
+    for (std::size_t k = 0; k < impls_.size(); ++k) checked_call(k, count);
+  }
+  std::vector<Measurement> row;
+  for (std::size_t k = 0; k < impls_.size(); ++k) {
+    row.push_back(summarize(k, bytes, seconds[k], iterations, warmup));
+  }
+  return row;
+}
+
 }  // namespace
 
 std::vector<Measurement> run_allreduce_bench(
     const AllreduceOptions& o, const Communicator& comm,
     const std::function<void(const std::vector<Measurement>&)>& on_size) {
-  const std::size_t esize = size_of(o.dtype);
-  const int p = comm.size();
-  MPI_Comm world = comm.mpi_comm();
-  const std::size_t max_count = o.max_bytes / esize;
-  // Host buffers, or device buffers with host copies the validator works on.
-  Buffer host_send = make_buffer(max_count * esize);
-  Buffer host_recv = make_buffer(max_count * esize);
-  std::byte* send = host_send.get();
-  std::byte* recv = host_recv.get();
-  std::function<void(std::size_t)> upload_send = [](std::size_t) {};
-  std::function<void(std::size_t)> download_recv = [](std::size_t) {};
-  // A result that is never written shows as wrong: recv starts as 0xff bytes.
-  std::function<void(std::size_t)> poison_recv = [&](std::size_t n) {
-    std::memset(recv, 0xff, n * esize);
-  };
-  std::vector<Impl> impls;
-#if CONCORD_BENCH_NCCL
-  std::unique_ptr<DeviceBench> device;
-  if (o.device == Device::Cuda) {
-    device = std::make_unique<DeviceBench>(comm);
-    if (comm.rank() == 0) fmt::print("# Device: {}\n", device->describe());
-    send = device->allocate(max_count * esize);
-    recv = device->allocate(max_count * esize);
-    upload_send = [&](std::size_t n) { device->upload(send, host_send.get(), n * esize); };
-    download_recv = [&](std::size_t n) { device->download(host_recv.get(), recv, n * esize); };
-    poison_recv = [&](std::size_t n) {
-      std::memset(host_recv.get(), 0xff, n * esize);
-      device->upload(recv, host_recv.get(), n * esize);
-    };
-    impls = make_device_impls(o, comm, *device);
-  }
-#else
-  if (o.device == Device::Cuda) {
-    throw std::invalid_argument(
-        "--device cuda: this concord-bench was built without CUDA and NCCL");
-  }
-#endif
-  if (o.device == Device::Cpu) impls = make_impls(o, comm);
-  std::optional<Validator> validator;
-  if (o.validate)
-    validator.emplace(o, comm.rank(), p, max_count);
-  else {
-    // Any finite input: take the validation pattern's first values.
-    Validator(o, comm.rank(), 1, max_count).fill(host_send.get(), max_count);
-    upload_send(max_count);
-  }
-
+  AllreduceRun run(o, comm);
+  ShmPhaseSampler phases(run.impl_count());
   std::vector<Measurement> all;
-  ShmPhaseSampler phases(impls.size());
-  std::vector<std::string> labels;
-  for (const Impl& impl : impls) labels.push_back(impl.name + ":" + impl.algorithm);
-  for (const std::size_t bytes : size_steps(o.min_bytes, o.max_bytes, esize)) {
-    const std::size_t count = bytes / esize;
-    const int iterations = iterations_for(o, bytes);
-    const int warmup = warmup_for(o, bytes);
-    std::vector<double> seconds(impls.size(), 0.0);
-    std::vector<int> valid(impls.size(), 1);
-
-    // With -c, each implementation's result is checked in calls of its own, before
-    // and after the timed rounds, so that checking never changes what is timed:
-    // the timed loop is the same with or without -c.
-    auto checked_call = [&](std::size_t which) {
-      if (!impls[which].is_allreduce) return;
-      validator->fill(host_send.get(), count);
-      upload_send(count);
-      poison_recv(count);
-      MPI_Barrier(world);
-      impls[which].run(send, recv, count);
-      download_recv(count);
-      if (!validator->check(host_recv.get(), count)) valid[which] = 0;
-    };
-    for (std::size_t k = 0; k < impls.size(); ++k) {
-      if (validator) checked_call(k);
-      for (int i = 0; i < warmup; ++i) impls[k].run(send, recv, count);
-    }
-    for (int round = 0; round < kRounds; ++round) {
-      const int round_iters = iterations / kRounds + (round < iterations % kRounds ? 1 : 0);
-      for (std::size_t k = 0; k < impls.size(); ++k) {
-        // Alternate the order from round to round.
-        const std::size_t which = round % 2 == 0 ? k : impls.size() - 1 - k;
-        const Impl& impl = impls[which];
-        MPI_Barrier(world);
-        phases.begin();
-        const double t0 = MPI_Wtime();
-        for (int i = 0; i < round_iters; ++i) impl.run(send, recv, count);
-        seconds[which] += MPI_Wtime() - t0;
-        phases.end(which);
-      }
-    }
-    // Checked again after the timed calls: state they left behind (caches,
-    // arenas, scratch) must not change the next result.
-    if (validator) {
-      for (std::size_t k = 0; k < impls.size(); ++k) checked_call(k);
-    }
-
-    std::vector<Measurement> row;
-    for (std::size_t k = 0; k < impls.size(); ++k) {
-      double mean_us = seconds[k] * 1e6 / iterations;
-      double sum = 0, lo = 0, hi = 0;
-      int all_valid = 0;
-      MPI_Reduce(&mean_us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, world);
-      MPI_Reduce(&mean_us, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, world);
-      MPI_Reduce(&mean_us, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, world);
-      // On every rank, which all exit with the same status.
-      MPI_Allreduce(&valid[k], &all_valid, 1, MPI_INT, MPI_MIN, world);
-      Measurement m;
-      m.impl = impls[k].name;
-      m.algorithm = impls[k].algorithm;
-      m.bytes = bytes;
-      m.count = count;
-      m.avg_us = sum / p;
-      m.min_us = lo;
-      m.max_us = hi;
-      m.iterations = iterations;
-      m.warmup = warmup;
-      m.busbw_gbps =
-          p > 1 ? static_cast<double>(bytes) / (m.avg_us * 1e-6) * 2.0 * (p - 1) / p / 1e9 : 0.0;
-      if (o.validate && impls[k].is_allreduce) m.validated = all_valid != 0;
-      row.push_back(m);
-    }
+  for (const std::size_t bytes : size_steps(o.min_bytes, o.max_bytes, size_of(o.dtype))) {
+    std::vector<Measurement> row = run.measure(bytes, phases);
     if (comm.rank() == 0) on_size(row);
-    if (ShmPhaseSampler::enabled()) phases.report(world, bytes, iterations, labels);
+    if (ShmPhaseSampler::enabled()) {
+      phases.report(comm.mpi_comm(), bytes, iterations_for(o, bytes), run.labels());
+    }
     all.insert(all.end(), row.begin(), row.end());
   }
   return all;

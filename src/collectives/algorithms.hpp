@@ -17,22 +17,26 @@
 
 namespace concord::detail {
 
-struct ReduceSpec {
+// What an algorithm needs to touch the message's elements: their size and type,
+// and the Executor that copies, reduces and scales them where they lie (host
+// memory, or a device's through its stream). A context, not a description of
+// the call: it points at the executor's state (scratch, stream).
+struct ReduceContext {
   std::size_t elem_size;  // bytes per element
   DataType dtype;
   Executor* exec;  // the message's memory: copies, reductions (commutative to the bit), scaling
 };
 
-void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec& spec,
+void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceContext& ctx,
                     std::size_t segment_bytes);
 void allreduce_recursive_doubling(Transport& t, void* buf, std::size_t count,
-                                  const ReduceSpec& spec);
-void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const ReduceSpec& spec);
+                                  const ReduceContext& ctx);
+void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const ReduceContext& ctx);
 
 // One of the three algorithms above, by name (Ring, RecursiveDoubling or
 // ReduceScatterAllgather), in place on `buf`.
 void allreduce_flat(Algorithm algorithm, Transport& t, void* buf, std::size_t count,
-                    const ReduceSpec& spec, std::size_t ring_segment_bytes);
+                    const ReduceContext& ctx, std::size_t ring_segment_bytes);
 
 // Among the ranks of one node, through shared memory: src and dst may be the
 // same buffer. Messages up to `direct_bytes` (and one region) take the
@@ -48,7 +52,7 @@ struct SharedLimits {
   std::size_t single_copy_round_bytes = 0;  // a single-copy round's size (at least a region)
 };
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
-                      const ReduceSpec& spec, const SharedLimits& limits);
+                      const ReduceContext& ctx, const SharedLimits& limits);
 
 // Two levels: the node's ranks reduce-scatter through shared memory into
 // `shard_owners` shards (the smallest node's rank count, so every node has an
@@ -62,7 +66,8 @@ struct InterNodeStep {
   std::function<void(void* shard, std::size_t count)> allreduce;
 };
 void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
-                            const void* src, void* dst, std::size_t count, const ReduceSpec& spec);
+                            const void* src, void* dst, std::size_t count,
+                            const ReduceContext& ctx);
 
 // Root's `bytes` at `buf` to every rank of the transport.
 void broadcast_binomial(Transport& t, void* buf, std::size_t bytes, int root);

@@ -37,17 +37,18 @@ std::size_t slice_elements(std::size_t region_elements, std::size_t owners, std:
 }  // namespace
 
 void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
-                            const void* src, void* dst, std::size_t count, const ReduceSpec& spec) {
+                            const void* src, void* dst, std::size_t count,
+                            const ReduceContext& ctx) {
   const auto owners = static_cast<std::size_t>(shard_owners);
   // Shards and slices on 64-byte boundaries (see allreduce_shared.cpp).
-  const std::size_t quantum = line_quantum(spec.elem_size);
+  const std::size_t quantum = line_quantum(ctx.elem_size);
   const BlockPartition shards(count, owners, quantum);
   const std::size_t local_rank = node != nullptr ? static_cast<std::size_t>(node->rank()) : 0;
 
   if (node == nullptr) {
-    spec.exec->copy(dst, src, count * spec.elem_size);
+    ctx.exec->copy(dst, src, count * ctx.elem_size);
   } else {
-    SharedRounds rounds(*node, spec);
+    SharedRounds rounds(*node, ctx);
     const std::size_t slice = slice_elements(rounds.region_elements(), owners, quantum);
     const std::size_t num_rounds = (shards.largest() + slice - 1) / slice;
     std::vector<Piece> pieces(owners);
@@ -58,13 +59,13 @@ void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNode
   }
 
   if (local_rank < owners && shards.size(local_rank) != 0 && inter_node.ranks > 1) {
-    void* shard = static_cast<std::byte*>(dst) + shards.offset(local_rank) * spec.elem_size;
-    spec.exec->fence();  // the shard is complete before it leaves the node
+    void* shard = static_cast<std::byte*>(dst) + shards.offset(local_rank) * ctx.elem_size;
+    ctx.exec->fence();  // the shard is complete before it leaves the node
     inter_node.allreduce(shard, shards.size(local_rank));
   }
 
   if (node != nullptr) {
-    SharedRounds rounds(*node, spec);
+    SharedRounds rounds(*node, ctx);
     const std::size_t slice = slice_elements(rounds.region_elements(), owners, quantum);
     const std::size_t num_rounds = (shards.largest() + slice - 1) / slice;
     std::vector<Piece> pieces(owners);

@@ -17,18 +17,18 @@
 
 namespace concord::detail {
 
-void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const ReduceSpec& spec) {
-  const std::size_t esize = spec.elem_size;
+void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const ReduceContext& ctx) {
+  const std::size_t esize = ctx.elem_size;
   auto* data = static_cast<std::byte*>(buf);
   PowerOfTwoGroup group(t.rank(), t.size());
   // Enough for the fold (whole vector) and for the first halving step (half).
-  std::byte* tmp = spec.exec->scratch(count * esize);
+  std::byte* tmp = ctx.exec->scratch(count * esize);
 
   if (group.folds_out()) {
     t.send(group.fold_partner(), data, count * esize, kTagRabenseifner);
   } else if (group.folds_in()) {
     t.recv(group.fold_partner(), tmp, count * esize, kTagRabenseifner);
-    spec.exec->reduce(data, data, tmp, count);
+    ctx.exec->reduce(data, data, tmp, count);
   }
 
   if (group.participates()) {
@@ -50,7 +50,7 @@ void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const Re
       t.sendrecv(partner, data + blocks.offset(send_first) * esize,
                  blocks.span(send_first, send_last) * esize, partner, tmp, keep_count * esize,
                  kTagRabenseifner);
-      spec.exec->reduce(keep, keep, tmp, keep_count);
+      ctx.exec->reduce(keep, keep, tmp, keep_count);
       lo = keep_first;
       hi = keep_last;
     }

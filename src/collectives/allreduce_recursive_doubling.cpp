@@ -14,16 +14,16 @@
 namespace concord::detail {
 
 void allreduce_recursive_doubling(Transport& t, void* buf, std::size_t count,
-                                  const ReduceSpec& spec) {
-  const std::size_t bytes = count * spec.elem_size;
-  std::byte* tmp = spec.exec->scratch(bytes);
+                                  const ReduceContext& ctx) {
+  const std::size_t bytes = count * ctx.elem_size;
+  std::byte* tmp = ctx.exec->scratch(bytes);
   PowerOfTwoGroup group(t.rank(), t.size());
 
   if (group.folds_out()) {
     t.send(group.fold_partner(), buf, bytes, kTagRecursiveDoubling);
   } else if (group.folds_in()) {
     t.recv(group.fold_partner(), tmp, bytes, kTagRecursiveDoubling);
-    spec.exec->reduce(buf, buf, tmp, count);
+    ctx.exec->reduce(buf, buf, tmp, count);
   }
 
   if (group.participates()) {
@@ -33,9 +33,9 @@ void allreduce_recursive_doubling(Transport& t, void* buf, std::size_t count,
       // The lower rank's vector first on both sides: the kernels give the same
       // bits either way except for NaN payloads, where the first operand's wins.
       if (partner < t.rank()) {
-        spec.exec->reduce(buf, tmp, buf, count);
+        ctx.exec->reduce(buf, tmp, buf, count);
       } else {
-        spec.exec->reduce(buf, buf, tmp, count);
+        ctx.exec->reduce(buf, buf, tmp, count);
       }
     }
   }

@@ -19,7 +19,9 @@ namespace {
 
 constexpr std::size_t kDepth = 4;  // receive segments in flight
 
-struct Piece {
+// One pipeline segment of a block (ring_segment_bytes long at most) and the step it
+// travels in.
+struct RingSegment {
   std::size_t offset;  // first element
   std::size_t count;   // elements
   int step;
@@ -27,39 +29,39 @@ struct Piece {
 
 }  // namespace
 
-void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec& spec,
+void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceContext& ctx,
                     std::size_t segment_bytes) {
   const int p = t.size();
   if (p == 1 || count == 0) return;
   const int r = t.rank();
   const int right = (r + 1) % p;
   const int left = (r + p - 1) % p;
-  const std::size_t esize = spec.elem_size;
+  const std::size_t esize = ctx.elem_size;
   auto* data = static_cast<std::byte*>(buf);
   const BlockPartition blocks(count, static_cast<std::size_t>(p));
   // No segment longer than a block: the scratch below is kDepth segments, and a
   // large segment for a small message would only allocate memory never used.
-  const std::size_t seg =
+  const std::size_t seg_len =
       std::clamp<std::size_t>(segment_bytes / esize, 1, std::max<std::size_t>(1, blocks.largest()));
 
   auto block_at = [p](int k) { return static_cast<std::size_t>(((k % p) + p) % p); };
-  auto append_pieces = [&](std::size_t block, int step, std::vector<Piece>& out) {
+  auto append_segments = [&](std::size_t block, int step, std::vector<RingSegment>& out) {
     const std::size_t size = blocks.size(block);
-    for (std::size_t off = 0; off < size; off += seg) {
-      out.push_back({blocks.offset(block) + off, std::min(seg, size - off), step});
+    for (std::size_t off = 0; off < size; off += seg_len) {
+      out.push_back({blocks.offset(block) + off, std::min(seg_len, size - off), step});
     }
   };
-  auto bytes_at = [&](const Piece& pc) { return data + pc.offset * esize; };
+  auto bytes_at = [&](const RingSegment& sg) { return data + sg.offset * esize; };
 
   // Reduce-scatter: at step s, block r-s-1 arrives from the left and is reduced
   // in; after p-1 steps this rank holds the total of block r+1.
-  std::vector<Piece> incoming;
-  for (int s = 0; s < p - 1; ++s) append_pieces(block_at(r - s - 1), s, incoming);
-  std::vector<Piece> own;
-  append_pieces(block_at(r), 0, own);
+  std::vector<RingSegment> incoming;
+  for (int s = 0; s < p - 1; ++s) append_segments(block_at(r - s - 1), s, incoming);
+  std::vector<RingSegment> own;
+  append_segments(block_at(r), 0, own);
 
-  std::byte* tmp = spec.exec->scratch(kDepth * seg * esize);
-  auto slot = [&](std::size_t i) { return tmp + (i % kDepth) * seg * esize; };
+  std::byte* tmp = ctx.exec->scratch(kDepth * seg_len * esize);
+  auto slot = [&](std::size_t i) { return tmp + (i % kDepth) * seg_len * esize; };
   std::vector<Request> recvs(incoming.size());
   auto post = [&](std::size_t i) {
     recvs[i] = t.irecv(left, slot(i), incoming[i].count * esize, kTagRing);
@@ -70,33 +72,33 @@ void allreduce_ring(Transport& t, void* buf, std::size_t count, const ReduceSpec
   // allgather) and sends of final sums (allgather traffic, finished at the end).
   std::vector<Request> partial_sends;
   std::vector<Request> final_sends;
-  for (const Piece& pc : own) {
-    partial_sends.push_back(t.isend(right, bytes_at(pc), pc.count * esize, kTagRing));
+  for (const RingSegment& sg : own) {
+    partial_sends.push_back(t.isend(right, bytes_at(sg), sg.count * esize, kTagRing));
   }
   for (std::size_t i = 0; i < incoming.size(); ++i) {
-    const Piece& pc = incoming[i];
+    const RingSegment& sg = incoming[i];
     t.wait(recvs[i]);
-    spec.exec->reduce(bytes_at(pc), bytes_at(pc), slot(i), pc.count);
+    ctx.exec->reduce(bytes_at(sg), bytes_at(sg), slot(i), sg.count);
     if (i + kDepth < incoming.size()) post(i + kDepth);
-    auto& sends = pc.step < p - 2 ? partial_sends : final_sends;
-    sends.push_back(t.isend(right, bytes_at(pc), pc.count * esize, kTagRing));
+    auto& sends = sg.step < p - 2 ? partial_sends : final_sends;
+    sends.push_back(t.isend(right, bytes_at(sg), sg.count * esize, kTagRing));
   }
   for (Request& req : partial_sends) t.wait(req);
 
   // Allgather: at step s, the total of block r-s arrives straight into place and
   // is passed on unless the right neighbour owns it.
-  std::vector<Piece> gathered;
-  for (int s = 0; s < p - 1; ++s) append_pieces(block_at(r - s), s, gathered);
+  std::vector<RingSegment> gathered;
+  for (int s = 0; s < p - 1; ++s) append_segments(block_at(r - s), s, gathered);
   std::vector<Request> gather_recvs;
   gather_recvs.reserve(gathered.size());
-  for (const Piece& pc : gathered) {
-    gather_recvs.push_back(t.irecv(left, bytes_at(pc), pc.count * esize, kTagRing));
+  for (const RingSegment& sg : gathered) {
+    gather_recvs.push_back(t.irecv(left, bytes_at(sg), sg.count * esize, kTagRing));
   }
   for (std::size_t i = 0; i < gathered.size(); ++i) {
-    const Piece& pc = gathered[i];
+    const RingSegment& sg = gathered[i];
     t.wait(gather_recvs[i]);
-    if (pc.step < p - 2) {
-      final_sends.push_back(t.isend(right, bytes_at(pc), pc.count * esize, kTagRing));
+    if (sg.step < p - 2) {
+      final_sends.push_back(t.isend(right, bytes_at(sg), sg.count * esize, kTagRing));
     }
   }
   for (Request& req : final_sends) t.wait(req);

@@ -28,11 +28,11 @@ bool use_single_copy(const SharedArena& node, const MessageView& src, const Mess
 }  // namespace
 
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
-                      const ReduceSpec& spec, const SharedLimits& limits) {
-  SharedRounds rounds(node, spec);
+                      const ReduceContext& ctx, const SharedLimits& limits) {
+  SharedRounds rounds(node, ctx);
   std::size_t capacity = rounds.region_elements();
   const std::size_t count = src.count();
-  const std::size_t bytes = count * spec.elem_size;
+  const std::size_t bytes = count * ctx.elem_size;
   if (bytes <= limits.direct_bytes && count <= capacity) {
     rounds.direct(src, dst);
     return;
@@ -40,7 +40,7 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
   const bool single_copy = use_single_copy(node, src, dst, bytes, limits);
   // Single-copy rounds hold no data in the arena: their size only bounds the
   // bounce buffer ((p-1)/p of a round) and sets how often ranks synchronise.
-  if (single_copy) capacity = std::max(capacity, limits.single_copy_round_bytes / spec.elem_size);
+  if (single_copy) capacity = std::max(capacity, limits.single_copy_round_bytes / ctx.elem_size);
   rounds.stream_output(bytes >= limits.stream_bytes);
   const auto ranks = static_cast<std::size_t>(node.size());
   std::vector<Piece> pieces(ranks);
@@ -48,7 +48,7 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     // Blocks on 64-byte boundaries: each rank's result block has its own cache
     // lines, and device kernels see equally aligned sources and destinations.
     const BlockPartition blocks(std::min(capacity, count - offset), ranks,
-                                line_quantum(spec.elem_size));
+                                line_quantum(ctx.elem_size));
     for (std::size_t j = 0; j < ranks; ++j) pieces[j] = {offset + blocks.offset(j), blocks.size(j)};
     if (single_copy) {
       rounds.allreduce_single_copy(src.contiguous_data(), dst.contiguous_data(), pieces);

@@ -9,7 +9,9 @@
 
 namespace concord::detail {
 
-struct Segment {
+// One tensor where it lies (or the whole buffer of a contiguous message). Not a
+// ring "segment": that word is the ring's pipeline chunk (ring_segment_bytes).
+struct TensorSpan {
   std::byte* data = nullptr;
   std::size_t count = 0;   // elements
   double out_scale = 1.0;  // result = out_scale * reduction
@@ -19,25 +21,23 @@ class MessageView {
  public:
   // One buffer of `count` elements.
   MessageView(const void* data, std::size_t count, std::size_t elem_size)
-      : segments_{{static_cast<std::byte*>(const_cast<void*>(data)), count, 1.0}},
+      : spans_{{static_cast<std::byte*>(const_cast<void*>(data)), count, 1.0}},
         starts_{0, count},
         elem_size_(elem_size) {}
-  // The concatenation of `segments`.
-  MessageView(std::vector<Segment> segments, std::size_t elem_size)
-      : segments_(std::move(segments)), elem_size_(elem_size) {
-    starts_.reserve(segments_.size() + 1);
+  // The concatenation of `spans`.
+  MessageView(std::vector<TensorSpan> spans, std::size_t elem_size)
+      : spans_(std::move(spans)), elem_size_(elem_size) {
+    starts_.reserve(spans_.size() + 1);
     starts_.push_back(0);
-    for (const Segment& s : segments_) starts_.push_back(starts_.back() + s.count);
+    for (const TensorSpan& s : spans_) starts_.push_back(starts_.back() + s.count);
   }
 
   std::size_t count() const { return starts_.back(); }
-  // One buffer (a single segment): its start, else nullptr.
-  std::byte* contiguous_data() const {
-    return segments_.size() == 1 ? segments_.front().data : nullptr;
-  }
+  // One buffer (a single span): its start, else nullptr.
+  std::byte* contiguous_data() const { return spans_.size() == 1 ? spans_.front().data : nullptr; }
   bool scaled() const {
-    return std::any_of(segments_.begin(), segments_.end(),
-                       [](const Segment& s) { return s.out_scale != 1.0; });
+    return std::any_of(spans_.begin(), spans_.end(),
+                       [](const TensorSpan& s) { return s.out_scale != 1.0; });
   }
 
   // f(std::byte* data, std::size_t at, std::size_t n, double out_scale) for each
@@ -49,18 +49,18 @@ class MessageView {
     auto s = static_cast<std::size_t>(it - starts_.begin()) - 1;
     std::size_t at = 0;
     while (at < count) {
-      const Segment& seg = segments_[s];
+      const TensorSpan& span = spans_[s];
       const std::size_t within = offset + at - starts_[s];
-      const std::size_t n = std::min(seg.count - within, count - at);
-      if (n != 0) f(seg.data + within * elem_size_, at, n, seg.out_scale);
+      const std::size_t n = std::min(span.count - within, count - at);
+      if (n != 0) f(span.data + within * elem_size_, at, n, span.out_scale);
       at += n;
       ++s;
     }
   }
 
  private:
-  std::vector<Segment> segments_;
-  std::vector<std::size_t> starts_;  // element offset of each segment, then the total
+  std::vector<TensorSpan> spans_;
+  std::vector<std::size_t> starts_;  // element offset of each span, then the total
   std::size_t elem_size_;
 };
 

@@ -38,7 +38,7 @@ std::vector<const void*>& source_list(std::size_t n) {
 }  // namespace
 
 void SharedRounds::publish(std::uint64_t value) {
-  spec_.exec->fence();  // device work done before peers are told
+  ctx_.exec->fence();  // device work done before peers are told
   arena_.publish(value);
 }
 
@@ -58,19 +58,19 @@ void SharedRounds::wait_all(std::uint64_t value) const {
 std::size_t SharedRounds::region_offset(const std::vector<Piece>& pieces, std::size_t piece) const {
   std::size_t elements = 0;
   for (std::size_t j = 0; j < piece; ++j) elements += pieces[j].count;
-  return elements * spec_.elem_size;
+  return elements * ctx_.elem_size;
 }
 
 void SharedRounds::contribute(std::uint64_t round, const MessageView& src,
                               const std::vector<Piece>& pieces) {
   std::byte* mine = arena_.region(arena_.rank(), input_region(round));
-  const std::size_t esize = spec_.elem_size;
+  const std::size_t esize = ctx_.elem_size;
   std::size_t at = 0;
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (static_cast<int>(j) != arena_.rank()) {
       src.for_each_run(pieces[j].offset, pieces[j].count,
                        [&](const std::byte* p, std::size_t off, std::size_t n, double) {
-                         spec_.exec->copy(mine + at + off * esize, p, n * esize);
+                         ctx_.exec->copy(mine + at + off * esize, p, n * esize);
                        });
     }
     at += pieces[j].count * esize;
@@ -82,7 +82,7 @@ void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src,
   const int me = arena_.rank();
   const Piece& piece = pieces[static_cast<std::size_t>(me)];
   if (piece.count == 0) return;
-  const std::size_t esize = spec_.elem_size;
+  const std::size_t esize = ctx_.elem_size;
   const std::size_t at = region_offset(pieces, static_cast<std::size_t>(me));
   // Own input first (read where it lies: it was never copied), then the peers'
   // in rank order. Only this rank reduces this piece, so every rank ends up
@@ -91,7 +91,7 @@ void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src,
   if (arena_.size() == 1) {
     src.for_each_run(piece.offset, piece.count,
                      [&](const std::byte* p, std::size_t off, std::size_t n, double) {
-                       spec_.exec->copy(out + off * esize, p, n * esize);
+                       ctx_.exec->copy(out + off * esize, p, n * esize);
                      });
     return;
   }
@@ -106,23 +106,23 @@ void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src,
                          sources[k++] = arena_.region(peer, input_region(round)) + at + off * esize;
                        }
                      }
-                     spec_.exec->reduce_many(out + off * esize, sources.data(), k, n);
+                     ctx_.exec->reduce_many(out + off * esize, sources.data(), k, n);
                    });
 }
 
 void SharedRounds::copy_out(const std::byte* from, const Piece& piece,
                             const MessageView& dst) const {
-  const std::size_t esize = spec_.elem_size;
+  const std::size_t esize = ctx_.elem_size;
   dst.for_each_run(piece.offset, piece.count,
                    [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
                      // (A scaled result is read again at once: keep it cached.)
                      if (stream_output_ && factor == 1.0) {
-                       spec_.exec->copy_streaming(p, from + off * esize, n * esize);
+                       ctx_.exec->copy_streaming(p, from + off * esize, n * esize);
                      } else {
-                       spec_.exec->copy(p, from + off * esize, n * esize);
+                       ctx_.exec->copy(p, from + off * esize, n * esize);
                      }
                      // Still in cache: scaling here costs little.
-                     if (factor != 1.0) spec_.exec->scale(p, n, factor);
+                     if (factor != 1.0) ctx_.exec->scale(p, n, factor);
                    });
 }
 
@@ -130,10 +130,10 @@ void SharedRounds::direct(const MessageView& src, const MessageView& dst) {
   const std::uint64_t round = begin_round();
   const int in = input_region(round);
   const std::size_t count = src.count();
-  const std::size_t esize = spec_.elem_size;
+  const std::size_t esize = ctx_.elem_size;
   std::byte* mine = arena_.region(arena_.rank(), in);
   src.for_each_run(0, count, [&](const std::byte* p, std::size_t off, std::size_t n, double) {
-    spec_.exec->copy(mine + off * esize, p, n * esize);
+    ctx_.exec->copy(mine + off * esize, p, n * esize);
   });
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
@@ -143,8 +143,8 @@ void SharedRounds::direct(const MessageView& src, const MessageView& dst) {
     for (int peer = 0; peer < arena_.size(); ++peer) {
       sources[static_cast<std::size_t>(peer)] = arena_.region(peer, in) + off * esize;
     }
-    spec_.exec->reduce_many(p, sources.data(), static_cast<std::size_t>(arena_.size()), n);
-    if (factor != 1.0) spec_.exec->scale(p, n, factor);
+    ctx_.exec->reduce_many(p, sources.data(), static_cast<std::size_t>(arena_.size()), n);
+    if (factor != 1.0) ctx_.exec->scale(p, n, factor);
   });
   publish(counter(round, Step::Done));
 }
@@ -154,13 +154,13 @@ void SharedRounds::reduce_scatter(const void* src, void* dst, const std::vector<
   // Pieces address the whole message; the view only needs to reach past the last.
   std::size_t end = 0;
   for (const Piece& p : pieces) end = std::max(end, p.offset + p.count);
-  const MessageView view(src, end, spec_.elem_size);
+  const MessageView view(src, end, ctx_.elem_size);
   contribute(round, view, pieces);
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
   const auto me = static_cast<std::size_t>(arena_.rank());
   if (me < pieces.size()) {
-    auto* out = static_cast<std::byte*>(dst) + pieces[me].offset * spec_.elem_size;
+    auto* out = static_cast<std::byte*>(dst) + pieces[me].offset * ctx_.elem_size;
     reduce_own_piece(round, view, out, pieces);
   }
   publish(counter(round, Step::Done));
@@ -172,17 +172,16 @@ void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
   const int me = arena_.rank();
   const auto mine = static_cast<std::size_t>(me);
   if (mine < pieces.size() && pieces[mine].count != 0) {
-    spec_.exec->copy(arena_.region(me, result_region(round)),
-                     d + pieces[mine].offset * spec_.elem_size,
-                     pieces[mine].count * spec_.elem_size);
+    ctx_.exec->copy(arena_.region(me, result_region(round)),
+                    d + pieces[mine].offset * ctx_.elem_size, pieces[mine].count * ctx_.elem_size);
   }
   publish(counter(round, Step::PieceReduced));
   wait_all(counter(round, Step::PieceReduced));
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (j == mine || pieces[j].count == 0) continue;
-    spec_.exec->copy(d + pieces[j].offset * spec_.elem_size,
-                     arena_.region(static_cast<int>(j), result_region(round)),
-                     pieces[j].count * spec_.elem_size);
+    ctx_.exec->copy(d + pieces[j].offset * ctx_.elem_size,
+                    arena_.region(static_cast<int>(j), result_region(round)),
+                    pieces[j].count * ctx_.elem_size);
   }
   publish(counter(round, Step::Done));
 }
@@ -237,12 +236,12 @@ const BufferAddresses& addresses_of(const SharedArena& arena, int owner, std::ui
 void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::byte* src,
                                                 std::byte* dst, const Piece& piece) {
   const int me = arena_.rank();
-  const std::size_t bytes = piece.count * spec_.elem_size;
-  const std::size_t at = piece.offset * spec_.elem_size;
+  const std::size_t bytes = piece.count * ctx_.elem_size;
+  const std::size_t at = piece.offset * ctx_.elem_size;
   const auto ranks = static_cast<std::size_t>(arena_.size());
   // One bounce slot per peer, at most a region in all: it stays in cache
   // between the read and the reduction.
-  std::byte* bounce = spec_.exec->scratch(bytes * (ranks - 1));
+  std::byte* bounce = ctx_.exec->scratch(bytes * (ranks - 1));
   std::vector<const void*>& sources = source_list(ranks);
   std::size_t k = 0;
   sources[k++] = src + at;
@@ -252,7 +251,7 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
     arena_.read_peer(peer, slot, addresses_of(arena_, peer, round).src + at, bytes);
     sources[k++] = slot;
   }
-  spec_.exec->reduce_many(dst + at, sources.data(), k, piece.count);
+  ctx_.exec->reduce_many(dst + at, sources.data(), k, piece.count);
 }
 
 void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
@@ -276,10 +275,10 @@ void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
   clock.lap(ShmPhase::WaitReduced);
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (j == me || pieces[j].count == 0) continue;
-    const std::size_t at = pieces[j].offset * spec_.elem_size;
+    const std::size_t at = pieces[j].offset * ctx_.elem_size;
     arena_.read_peer(static_cast<int>(j), dst + at,
                      addresses_of(arena_, static_cast<int>(j), round).dst + at,
-                     pieces[j].count * spec_.elem_size);
+                     pieces[j].count * ctx_.elem_size);
   }
   publish(counter(round, Step::Done));
   clock.lap(ShmPhase::CopyOut);

@@ -20,7 +20,7 @@
 
 namespace concord::detail {
 
-// A range of the message, in elements.
+// The range of the message one rank of the arena reduces in a round, in elements.
 struct Piece {
   std::size_t offset = 0;
   std::size_t count = 0;
@@ -28,10 +28,10 @@ struct Piece {
 
 class SharedRounds {
  public:
-  SharedRounds(SharedArena& arena, const ReduceSpec& spec) : arena_(arena), spec_(spec) {}
+  SharedRounds(SharedArena& arena, const ReduceContext& ctx) : arena_(arena), ctx_(ctx) {}
 
   // Elements of this dtype that fit in one region.
-  std::size_t region_elements() const { return arena_.region_bytes() / spec_.elem_size; }
+  std::size_t region_elements() const { return arena_.region_bytes() / ctx_.elem_size; }
   // allreduce() copies results out with Executor::copy_streaming (outputs
   // larger than the last-level cache).
   void stream_output(bool on) { stream_output_ = on; }
@@ -85,7 +85,7 @@ class SharedRounds {
                                     const Piece& piece);
 
   SharedArena& arena_;
-  ReduceSpec spec_;
+  ReduceContext ctx_;
   bool stream_output_ = false;
 };
 

@@ -32,7 +32,7 @@ void cross_node_allreduce(DeviceResources& res, const CommunicatorState& state, 
   const Topology& topo = state.topology;
   const std::size_t esize = size_of(call.dtype);
   const std::size_t bytes = count * esize;
-  const ReduceSpec spec{esize, call.dtype, &exec};
+  const ReduceContext ctx{esize, call.dtype, &exec};
 #if CONCORD_WITH_NCCL
   if (NcclComm* nccl = nccl_cross(res, topo, state.rank)) {
     NcclTransport transport(*nccl, exec.stream());
@@ -40,7 +40,7 @@ void cross_node_allreduce(DeviceResources& res, const CommunicatorState& state, 
     const Algorithm algorithm = bytes <= size_thresholds().nccl_recursive_doubling_bytes
                                     ? Algorithm::RecursiveDoubling
                                     : Algorithm::ReduceScatterAllgather;
-    allreduce_flat(algorithm, transport, shard, count, spec, 0);
+    allreduce_flat(algorithm, transport, shard, count, ctx, 0);
     return;
   }
 #endif
@@ -50,9 +50,9 @@ void cross_node_allreduce(DeviceResources& res, const CommunicatorState& state, 
   exec.copy(host, shard, bytes);
   exec.fence();
   HostExecutor host_exec(call.dtype, call.op);
-  const ReduceSpec host_spec{esize, call.dtype, &host_exec};
+  const ReduceContext host_ctx{esize, call.dtype, &host_exec};
   MpiTransport cross(topo.cross.get());
-  allreduce_flat(choose_flat_algorithm(bytes, cross.size()), cross, host, count, host_spec,
+  allreduce_flat(choose_flat_algorithm(bytes, cross.size()), cross, host, count, host_ctx,
                  config().ring_segment_bytes);
   exec.copy(shard, host, bytes);
 }
@@ -101,7 +101,7 @@ void run_device_allreduce(const Call& call, const Communicator& comm, bool devic
   DeviceResources& res = device_resources(state);  // collective the first time
   CudaExecutor exec(call.dtype, call.op, call.stream, res.scratch);
   const std::size_t esize = size_of(call.dtype);
-  const ReduceSpec spec{esize, call.dtype, &exec};
+  const ReduceContext ctx{esize, call.dtype, &exec};
 
   switch (choose_device_path(comm, res)) {
     case Path::OneRank:
@@ -113,7 +113,7 @@ void run_device_allreduce(const Call& call, const Communicator& comm, bool devic
       return;
     case Path::SharedMemory:
       allreduce_shared(*res.arena, MessageView(call.send, call.count, esize),
-                       MessageView(call.recv, call.count, esize), spec,
+                       MessageView(call.recv, call.count, esize), ctx,
                        SharedLimits{size_thresholds().cuda_direct_bytes});
       break;
     case Path::Hierarchical:
@@ -122,7 +122,7 @@ void run_device_allreduce(const Call& call, const Communicator& comm, bool devic
                                   cross_node_allreduce(res, state, shard, n, call, exec);
                                 }};
       allreduce_hierarchical(res.arena.get(), topo.min_local_size, inter, call.send, call.recv,
-                             call.count, spec);
+                             call.count, ctx);
       break;
     }
   }

@@ -98,14 +98,14 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
   const Topology& topo = state.topology;
   const std::size_t bytes = call.count * size_of(call.dtype);
   HostExecutor exec(call.dtype, call.op);
-  const ReduceSpec spec{size_of(call.dtype), call.dtype, &exec};
+  const ReduceContext ctx{size_of(call.dtype), call.dtype, &exec};
   switch (choose_host_path(comm, call.algorithm)) {
     case Path::OneRank:
       if (call.send != call.recv) std::memcpy(call.recv, call.send, bytes);
       return;  // the average over one rank is the input itself
     case Path::SharedMemory:
-      allreduce_shared(*state.arena, MessageView(call.send, call.count, spec.elem_size),
-                       MessageView(call.recv, call.count, spec.elem_size), spec,
+      allreduce_shared(*state.arena, MessageView(call.send, call.count, ctx.elem_size),
+                       MessageView(call.recv, call.count, ctx.elem_size), ctx,
                        host_shared_limits());
       break;
     case Path::Hierarchical: {
@@ -113,11 +113,11 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
       MpiTransport cross(topo.cross.get());
       const InterNodeStep inter{
           cross.size(), [&](void* shard, std::size_t n) {
-            const Algorithm flat = choose_flat_algorithm(n * spec.elem_size, cross.size());
-            allreduce_flat(flat, cross, shard, n, spec, call.ring_segment_bytes);
+            const Algorithm flat = choose_flat_algorithm(n * ctx.elem_size, cross.size());
+            allreduce_flat(flat, cross, shard, n, ctx, call.ring_segment_bytes);
           }};
       allreduce_hierarchical(state.arena.get(), topo.min_local_size, inter, call.send, call.recv,
-                             call.count, spec);
+                             call.count, ctx);
       break;
     }
     case Path::Flat:
@@ -127,7 +127,7 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
                                  ? choose_flat_algorithm(bytes, comm.size())
                                  : call.algorithm;
       MpiTransport transport(comm.mpi_comm());
-      allreduce_flat(flat, transport, call.recv, call.count, spec, call.ring_segment_bytes);
+      allreduce_flat(flat, transport, call.recv, call.count, ctx, call.ring_segment_bytes);
       break;
     }
   }
@@ -174,21 +174,21 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
   }
 }
 
-bool segments_supported(const Communicator& comm, Algorithm algorithm) {
+bool tensors_in_place_supported(const Communicator& comm, Algorithm algorithm) {
   if (comm.size() < 2 || !ranks_share_a_node(comm)) return false;
   // Bytes do not matter here: with ranks sharing a node Auto is Hierarchical.
   return choose_host_path(comm, resolve_algorithm(algorithm, 0, comm.size(), true)) ==
          Path::SharedMemory;
 }
 
-void allreduce_segments(std::vector<Segment> segments, DataType dtype, ReduceOp op,
-                        const Communicator& comm) {
+void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype, ReduceOp op,
+                                const Communicator& comm) {
   ensure_not_finalized("concord::allreduce");
   HostExecutor exec(dtype, op);
-  const ReduceSpec spec{size_of(dtype), dtype, &exec};
-  const MessageView view(std::move(segments), spec.elem_size);
+  const ReduceContext ctx{size_of(dtype), dtype, &exec};
+  const MessageView view(std::move(tensors), ctx.elem_size);
   if (view.count() == 0) return;
-  allreduce_shared(*comm.state().arena, view, view, spec, host_shared_limits());
+  allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits());
 }
 
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {

@@ -29,13 +29,13 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
                         const AllreduceOptions& options);
 
 // The engine's fused buckets reduced where their tensors lie. Whether
-// allreduce_segments() can run on `comm` with `algorithm`: the same answer on
+// allreduce_tensors_in_place() can run on `comm` with `algorithm`: the same answer on
 // every rank; collective the first time (it may set up the shared-memory segment).
-bool segments_supported(const Communicator& comm, Algorithm algorithm);
-// Precondition: segments_supported(comm, algorithm); dtype/op supported. Each
-// result is scaled by its segment's factor on its way out.
-void allreduce_segments(std::vector<Segment> segments, DataType dtype, ReduceOp op,
-                        const Communicator& comm);
+bool tensors_in_place_supported(const Communicator& comm, Algorithm algorithm);
+// Precondition: tensors_in_place_supported(comm, algorithm); dtype/op supported. Each
+// result is scaled by its tensor's factor on its way out.
+void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype, ReduceOp op,
+                                const Communicator& comm);
 
 // Root's `bytes` at host `buf` to every rank of `comm`.
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm);

@@ -28,7 +28,8 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
     return true;
   });
   if (buckets.empty()) return;
-  if (!zero_copy_) zero_copy_ = segments_supported(data_, algorithm_);  // same on every rank
+  if (!zero_copy_)
+    zero_copy_ = tensors_in_place_supported(data_, algorithm_);  // same on every rank
   if (*zero_copy_) {
     run_buckets_in_place(buckets, agreed);
   } else {
@@ -237,16 +238,16 @@ void EngineCore::run_buckets_in_place(const std::vector<Bucket>& buckets,
   const int ranks = data_.size();
   for (const Bucket& b : buckets) {
     reduce_bucket(b, agreed, "in place, ", [&] {
-      std::vector<Segment> segments;
-      segments.reserve(b.works.size());
+      std::vector<TensorSpan> tensors;
+      tensors.reserve(b.works.size());
       for (const auto& w : b.works) {
         if (w->sig.prescale != 1.0) {
           scale(w->tensor.data, w->tensor.count, b.dtype, w->sig.prescale);
         }
-        segments.push_back({static_cast<std::byte*>(w->tensor.data), w->tensor.count,
-                            output_scale(w->sig, ranks)});
+        tensors.push_back({static_cast<std::byte*>(w->tensor.data), w->tensor.count,
+                           output_scale(w->sig, ranks)});
       }
-      allreduce_segments(std::move(segments), b.dtype, b.op, data_);
+      allreduce_tensors_in_place(std::move(tensors), b.dtype, b.op, data_);
     });
   }
 }

@@ -61,7 +61,7 @@ struct Case {
   ReduceOp op;
 };
 
-// Runs `algorithm(exec, spec, op, send, recv, count)` for a few dtypes, ops and
+// Runs `algorithm(exec, ctx, op, send, recv, count)` for a few dtypes, ops and
 // counts and checks recv against the serial reference once the executor is fenced.
 template <class Algorithm>
 void check_against_reference(const Communicator& comm, Algorithm&& algorithm) {
@@ -79,9 +79,9 @@ void check_against_reference(const Communicator& comm, Algorithm&& algorithm) {
         std::vector<std::byte> send = ref.input;
         std::vector<std::byte> recv(count * esize, std::byte{0x5a});
         DeferredExecutor exec(c.dtype, c.op);
-        const detail::ReduceSpec spec{esize, c.dtype, &exec};
+        const detail::ReduceContext ctx{esize, c.dtype, &exec};
         std::byte* out = in_place ? send.data() : recv.data();
-        algorithm(exec, spec, c.op, send.data(), out, count);
+        algorithm(exec, ctx, c.op, send.data(), out, count);
         exec.fence();  // as the device path does before it returns
         const std::vector<std::byte> got(out, out + count * esize);
         CHECK(ref.mismatch(got) == "");
@@ -103,11 +103,11 @@ TEST_CASE("the node allreduce is correct when copies and reductions run only at 
     return;
   }
   for (std::size_t direct_bytes : {std::size_t{0}, std::size_t{1} << 20}) {
-    check_against_reference(comm, [&](DeferredExecutor&, const detail::ReduceSpec& spec, ReduceOp,
+    check_against_reference(comm, [&](DeferredExecutor&, const detail::ReduceContext& ctx, ReduceOp,
                                       const void* send, void* recv, std::size_t count) {
-      const detail::MessageView src(send, count, spec.elem_size);
-      const detail::MessageView dst(recv, count, spec.elem_size);
-      detail::allreduce_shared(*arena, src, dst, spec, detail::SharedLimits{direct_bytes});
+      const detail::MessageView src(send, count, ctx.elem_size);
+      const detail::MessageView dst(recv, count, ctx.elem_size);
+      detail::allreduce_shared(*arena, src, dst, ctx, detail::SharedLimits{direct_bytes});
     });
   }
 }
@@ -122,7 +122,7 @@ TEST_CASE("the hierarchical allreduce is correct when copies and reductions run 
     SUCCEED("needs 2+ (virtual) nodes with shared memory");
     return;
   }
-  check_against_reference(comm, [&](DeferredExecutor& exec, const detail::ReduceSpec& spec,
+  check_against_reference(comm, [&](DeferredExecutor& exec, const detail::ReduceContext& ctx,
                                     ReduceOp op, const void* send, void* recv, std::size_t count) {
     // The cross-node step as the device path's host staging does it: fence, then a
     // host algorithm over MPI on the shard.
@@ -130,11 +130,11 @@ TEST_CASE("the hierarchical allreduce is correct when copies and reductions run 
     const detail::InterNodeStep inter{
         cross.size(), [&](void* shard, std::size_t n) {
           exec.fence();
-          detail::HostExecutor host(spec.dtype, op);
-          const detail::ReduceSpec host_spec{spec.elem_size, spec.dtype, &host};
-          detail::allreduce_flat(detail::choose_flat_algorithm(n * spec.elem_size, cross.size()),
-                                 cross, shard, n, host_spec, 1 << 18);
+          detail::HostExecutor host(ctx.dtype, op);
+          const detail::ReduceContext host_ctx{ctx.elem_size, ctx.dtype, &host};
+          detail::allreduce_flat(detail::choose_flat_algorithm(n * ctx.elem_size, cross.size()),
+                                 cross, shard, n, host_ctx, 1 << 18);
         }};
-    detail::allreduce_hierarchical(arena, topo.min_local_size, inter, send, recv, count, spec);
+    detail::allreduce_hierarchical(arena, topo.min_local_size, inter, send, recv, count, ctx);
   });
 }

@@ -66,11 +66,9 @@ struct PyHandle {
   }
 };
 
-}  // namespace
-
-PYBIND11_MODULE(_concord, m) {
-  m.doc() = "concord's C++ core (use the concord package, not this module)";
-
+// concord::Error as concord.Error(name, code, message), the class the Python
+// package defines (concord/_errors.py).
+void register_errors() {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -81,7 +79,10 @@ PYBIND11_MODULE(_concord, m) {
       PyErr_SetObject(cls.ptr(), instance.ptr());
     }
   });
+}
 
+// The process and its ranks (the world communicator, made on first use).
+void bind_process(py::module_& m) {
   m.def("init", [] { world(); });
   m.def("start_engine", [] { the_engine(); });
   m.def("rank", [] { return world().rank(); });
@@ -94,7 +95,10 @@ PYBIND11_MODULE(_concord, m) {
     MPI_Barrier(world().mpi_comm());
   });
   m.def("shutdown", &shutdown_engine);
+}
 
+// The blocking allreduce on raw addresses.
+void bind_allreduce(py::module_& m) {
   m.def(
       "allreduce",
       [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, const std::string& dtype,
@@ -109,7 +113,10 @@ PYBIND11_MODULE(_concord, m) {
       },
       py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("dtype"), py::arg("op"),
       py::arg("algorithm") = py::none());
+}
 
+// The background engine's allreduces, one tensor or a group; each returns a Handle.
+void bind_engine_allreduce(py::module_& m) {
   py::class_<PyHandle>(m, "Handle")
       .def("wait", &PyHandle::wait)
       .def("done", &PyHandle::done)
@@ -146,6 +153,10 @@ PYBIND11_MODULE(_concord, m) {
       },
       py::arg("names"), py::arg("data"), py::arg("counts"), py::arg("dtypes"), py::arg("op"),
       py::arg("prescale") = 1.0, py::arg("postscale") = 1.0);
+}
+
+// The background engine's other collectives, and join.
+void bind_engine_collectives(py::module_& m) {
   m.def("enqueue_broadcast", [](const std::string& name, std::uintptr_t data, std::size_t count,
                                 const std::string& dtype, int root) {
     Engine& e = the_engine();
@@ -180,4 +191,15 @@ PYBIND11_MODULE(_concord, m) {
       py::arg("name"), py::arg("data"), py::arg("count"), py::arg("dtype"), py::arg("row_elements"),
       py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0);
   m.def("enqueue_join", [] { return PyHandle{the_engine().enqueue_join()}; });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_concord, m) {
+  m.doc() = "concord's C++ core (use the concord package, not this module)";
+  register_errors();
+  bind_process(m);
+  bind_allreduce(m);
+  bind_engine_allreduce(m);
+  bind_engine_collectives(m);
 }
