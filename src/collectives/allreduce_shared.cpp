@@ -11,6 +11,7 @@
 // in and the copy out through the arena: see SharedRounds::allreduce_single_copy.
 #include "collectives/algorithms.hpp"
 #include "collectives/block_partition.hpp"
+#include "collectives/shared_path_counts.hpp"
 #include "collectives/shared_rounds.hpp"
 
 #include <algorithm>
@@ -42,6 +43,7 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
   // bounce buffer ((p-1)/p of a round) and sets how often ranks synchronise.
   if (single_copy) capacity = std::max(capacity, limits.single_copy_round_bytes / ctx.elem_size);
   rounds.stream_output(bytes >= limits.stream_bytes);
+  count_shm_path(single_copy ? ShmPath::SingleCopy : ShmPath::CopyRounds);
   const auto ranks = static_cast<std::size_t>(node.size());
   std::vector<Piece> pieces(ranks);
   for (std::size_t offset = 0; offset < count; offset += capacity) {

@@ -6,17 +6,37 @@
 
 #include <concord/error.hpp>
 
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <string>
 
 namespace concord::detail {
 
 namespace {
 
+// Where some ranks of the node refused single-copy reads (CONCORD_SHM_CMA=0)
+// and others wanted them, says so once (local rank 0): those that wanted them
+// lose them, and a setting that differs between ranks is likely a mistake.
+void warn_if_refused_by_some(MPI_Comm local, bool wanted, const CommunicatorState& state) {
+  if (all_ranks_ok(local, !wanted, state.rank)) return;  // refused everywhere
+  if (state.topology.local_rank != 0) return;
+  fmt::print(stderr,
+             "concord: rank {}: single-copy reads between ranks (cross-memory attach) are off: "
+             "CONCORD_SHM_CMA=0 on some ranks of this node but not all; copying large messages "
+             "through shared memory instead\n",
+             state.rank);
+}
+
 // Single-copy reads between the node's ranks, where every one of them wants
 // them (CONCORD_SHM_CMA) and the kernel allows them to every one; else none.
 void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
   MPI_Comm local = state.topology.local.get();
-  if (!all_ranks_ok(local, config().shm_cma, state.rank)) return;
+  const bool wanted = config().shm_cma;
+  if (!all_ranks_ok(local, wanted, state.rank)) {
+    warn_if_refused_by_some(local, wanted, state);
+    return;
+  }
   const std::string failure = arena.probe_peer_reads(local);
   arena.set_peer_reads(
       agree_or_fall_back(local, failure, state.rank,

@@ -27,6 +27,11 @@ std::string allow_peer_reads() {
 }
 
 int read_process_memory(pid_t pid, void* to, const void* from, std::size_t bytes) {
+  return read_process_memory_with(::process_vm_readv, pid, to, from, bytes);
+}
+
+int read_process_memory_with(ProcessReadCall call, pid_t pid, void* to, const void* from,
+                             std::size_t bytes) {
   // One iovec pair per call is enough for contiguous ranges; the kernel may
   // still copy less than asked (a partial read), so loop until done.
   auto* dst = static_cast<char*>(to);
@@ -37,7 +42,7 @@ int read_process_memory(pid_t pid, void* to, const void* from, std::size_t bytes
     const std::size_t n = std::min(bytes, kMaxPerCall);
     iovec local{dst, n};
     iovec remote{const_cast<char*>(src), n};
-    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    const ssize_t got = call(pid, &local, 1, &remote, 1, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
       return errno;

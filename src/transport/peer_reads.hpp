@@ -6,6 +6,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <string>
@@ -21,5 +22,12 @@ std::string allow_peer_reads();
 // so IOV_MAX never applies. Returns 0, or the errno of the failed call (EFAULT
 // for a read that stopped short without one).
 int read_process_memory(pid_t pid, void* to, const void* from, std::size_t bytes);
+
+// The same loop over `call` in place of process_vm_readv (same signature and
+// errno convention), so a test can feed it short reads, EINTR and failures.
+using ProcessReadCall = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
+                                    unsigned long);
+int read_process_memory_with(ProcessReadCall call, pid_t pid, void* to, const void* from,
+                             std::size_t bytes);
 
 }  // namespace concord::detail

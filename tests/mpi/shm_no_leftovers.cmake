@@ -1,6 +1,7 @@
 # Kills a rank of a job that uses the shared-memory transport and checks that no
 # /dev/shm segment of concord's is left behind, nor existed while it ran.
 # Arguments: -DMPIEXEC= -DMPIEXEC_FLAGS= (space-separated) -DPROGRAM= -DRANKS=
+#            -DSINGLE_COPY=ON|OFF: whether rank 0's message must have taken single-copy reads
 separate_arguments(mpiexec_flags UNIX_COMMAND "${MPIEXEC_FLAGS}")
 execute_process(COMMAND timeout 120 ${MPIEXEC} ${mpiexec_flags} -n ${RANKS} ${PROGRAM}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
@@ -20,6 +21,14 @@ if(NOT out MATCHES "segments-while-running=([0-9]+)")
 endif()
 if(NOT CMAKE_MATCH_1 EQUAL 0)
   message(FATAL_ERROR "the segment was still linked in /dev/shm after set-up")
+endif()
+if(NOT out MATCHES "single-copy-messages=([0-9]+)")
+  message(FATAL_ERROR "rank 0 did not report its single-copy messages\n${err}")
+endif()
+if(SINGLE_COPY AND CMAKE_MATCH_1 EQUAL 0)
+  message(FATAL_ERROR "the message should have taken single-copy reads (CMA on)\n${err}")
+elseif(NOT SINGLE_COPY AND NOT CMAKE_MATCH_1 EQUAL 0)
+  message(FATAL_ERROR "the message took single-copy reads with CONCORD_SHM_CMA=0")
 endif()
 file(GLOB leftovers /dev/shm/concord-${pid}-*)
 if(leftovers)

@@ -1,13 +1,23 @@
 // Every algorithm x dtype x op x count x in/out-of-place against a serial
 // reference computed from inputs every rank can derive.
+//
+// CONCORD_TEST_MAX_COUNT=N leaves out the counts above N (a configuration that
+// makes every message take many tiny rounds on many ranks). CONCORD_TEST_SHM_PATH
+// =single_copy|copy: the run's large shared-memory messages must have taken that
+// path (the library's path counters say), so a configuration meant to cover it
+// fails when it silently takes another.
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>
 
+#include "collectives/shared_path_counts.hpp"
 #include "mpi/test_support.hpp"
 
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -34,7 +44,36 @@ std::vector<std::size_t> counts_for(int ranks) {
   std::vector<std::size_t> counts{0, 1, 2, 3, 7, 1023, 65537};
   // The largest count only on up to 4 ranks: the suite runs on 2 cores.
   if (ranks <= 4) counts.push_back((std::size_t{1} << 20) + 3);
+  if (const char* max = std::getenv("CONCORD_TEST_MAX_COUNT"); max != nullptr && *max != '\0') {
+    std::size_t limit = 0;
+    const std::string_view text(max);
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), limit);
+    if (error != std::errc{} || end != text.data() + text.size()) {
+      FAIL("CONCORD_TEST_MAX_COUNT must be a count of elements, not '" << text << "'");
+    }
+    std::erase_if(counts, [limit](std::size_t c) { return c > limit; });
+  }
   return counts;
+}
+
+void check_shm_path_taken() {
+  using concord::detail::shm_path_count;
+  using concord::detail::ShmPath;
+  const char* env = std::getenv("CONCORD_TEST_SHM_PATH");
+  if (env == nullptr || *env == '\0') return;
+  const std::string_view want(env);
+  const std::uint64_t single = shm_path_count(ShmPath::SingleCopy);
+  const std::uint64_t copy = shm_path_count(ShmPath::CopyRounds);
+  INFO("CONCORD_TEST_SHM_PATH=" << want << ": single-copy messages " << single
+                                << ", copy-round messages " << copy);
+  if (want == "single_copy") {
+    CHECK(single > 0);
+  } else if (want == "copy") {
+    CHECK(single == 0);
+    CHECK(copy > 0);
+  } else {
+    FAIL("CONCORD_TEST_SHM_PATH must be single_copy or copy");
+  }
 }
 
 }  // namespace
@@ -74,4 +113,5 @@ TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op a
       }
     }
   }
+  check_shm_path_taken();
 }

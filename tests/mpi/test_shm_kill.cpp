@@ -3,8 +3,12 @@
 // while in use; then the last rank kills itself in the middle of the job and the
 // others hang in the next collective until mpiexec tears them down. The kill
 // waits for rank 0's report (an allreduce ends on no rank before all have
-// entered it), or mpiexec could kill rank 0 before it has printed.
+// entered it), or mpiexec could kill rank 0 before it has printed. Rank 0 also
+// reports whether its first message took single-copy reads (256 KiB: the
+// default shm_single_copy_bytes), which the script checks against SINGLE_COPY.
 #include <concord/concord.hpp>
+
+#include "collectives/shared_path_counts.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -37,6 +41,9 @@ int main() {
   if (comm.rank() == 0) {
     std::printf("pid=%d\n", static_cast<int>(getpid()));
     std::printf("segments-while-running=%d\n", segments_named_after(getpid()));
+    std::printf("single-copy-messages=%llu\n",
+                static_cast<unsigned long long>(
+                    concord::detail::shm_path_count(concord::detail::ShmPath::SingleCopy)));
     std::fflush(stdout);
   }
   if (data[0] != static_cast<float>(comm.size())) {
