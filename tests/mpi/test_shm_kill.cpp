@@ -9,6 +9,7 @@
 #include <concord/concord.hpp>
 
 #include "collectives/shared_path_counts.hpp"
+#include "mpi/cma_probe.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -38,8 +39,10 @@ int main() {
   options.algorithm = concord::Algorithm::Hierarchical;  // sets up the segment
   concord::allreduce(data.data(), data.data(), data.size(), concord::DataType::Float32,
                      concord::ReduceOp::Sum, comm, options);
+  const bool host_allows_cma = concord::test::host_allows_cross_memory_attach(MPI_COMM_WORLD);
   if (comm.rank() == 0) {
     std::printf("pid=%d\n", static_cast<int>(getpid()));
+    std::printf("host-allows-cma=%d\n", host_allows_cma ? 1 : 0);
     std::printf("segments-while-running=%d\n", segments_named_after(getpid()));
     std::printf("single-copy-messages=%llu\n",
                 static_cast<unsigned long long>(
