@@ -64,11 +64,14 @@ class StallMonitor {
     std::vector<bool> have;
   };
   // Rank 0, after a cycle's announcements, with the whole registry: warns once
-  // per entry, and queues names that timed out; forgets entries not listed.
+  // per entry, and queues names that timed out; forgets entries not listed. A
+  // new entry's clock starts here, at the end of the cycle that registered it.
   void watch_names(const std::vector<AnnouncedName>& names);
   // The error a timed-out name fails with.
   Error name_timeout(const std::string& name, const std::vector<bool>& have) const;
 
+  // Rank 0 keeps the clocks and decides; other ranks' monitors never ask for
+  // anything (their requests stay empty).
   bool decides() const { return decides_; }
 
  private:
