@@ -1,6 +1,16 @@
-// The engine's fused buckets: device buckets through the device pipeline, host
-// buckets in place (shared memory) or packed into a fusion buffer on the packer
-// thread while the previous bucket is reduced.
+// The engine's fused buckets. run_buckets() is the one place a bucket's layout
+// is chosen: device (a batched-copy fusion buffer on the engine's stream), in
+// place (shared memory reads each tensor where it lies) or packed (a host
+// fusion buffer). Every layout ends in complete_bucket(), the one place a
+// bucket's QUEUE/PACK/REDUCE/UNPACK spans are recorded and its tensors complete.
+//
+// Device and in-place buckets run one at a time on the engine thread
+// (reduce_bucket): their copies are part of the collective (shared-memory rounds,
+// the device stream), so there is nothing to overlap. Packed buckets keep their
+// own pipeline (PackedPipeline) because it is two threads: bucket k+1 is packed
+// and k-1 unpacked on the packer thread while the engine thread reduces k, with
+// two buffers and per-bucket futures; forcing the other layouts through it would
+// move their prescale and completion onto the packer thread for no gain.
 #include "engine/engine_core.hpp"
 
 #include "dispatch/dispatch.hpp"
@@ -48,6 +58,7 @@ class EngineCore::PackedPipeline {
         agreed_(agreed),
         errors_(buckets.size()),
         no_buffer_(buckets.size(), 0),
+        packed_at_(buckets.size()),
         packed_(buckets.size()),
         finished_(buckets.size()) {
     options_.algorithm = core.algorithm_;
@@ -115,12 +126,8 @@ class EngineCore::PackedPipeline {
       } else {
         detail::pack(b, buffer_for(k));
       }
-      if (core_.timeline_) {
-        for (const auto& w : b.works) {
-          core_.timeline_->span(w->name, "QUEUE", agreed_, begin);
-          core_.timeline_->span(w->name, "PACK", begin, Clock::now());
-        }
-      }
+      // Read by finish(k), on this thread after this task.
+      packed_at_[k] = Span{begin, Clock::now()};
     } catch (...) {
       // Read by the engine thread after it waited for this task.
       errors_[k] =
@@ -175,20 +182,12 @@ class EngineCore::PackedPipeline {
     } catch (...) {
       error = to_error(std::current_exception(), core_.data_.rank(), "Engine: unpacking a bucket");
     }
-    const auto unpack_end = Clock::now();
-    for (const auto& w : b.works) {
-      if (core_.timeline_) {
-        try {
-          core_.timeline_->span(w->name, "REDUCE", begin, end,
-                                fmt::format("bucket of {} tensors, {} bytes", b.works.size(),
-                                            b.count * size_of(b.dtype)));
-          core_.timeline_->span(w->name, "UNPACK", unpack_begin, unpack_end);
-        } catch (...) {
-          // A trace event lost; the tensor still completes.
-        }
-      }
-      core_.complete(w, error);
-    }
+    // Queued until its packing began (or, not packed, until its collective).
+    const Clock::time_point queued_until = packed_at_[k] ? packed_at_[k]->first : begin;
+    core_.complete_bucket(
+        b, "",
+        {agreed_, queued_until, {begin, end}, packed_at_[k], Span{unpack_begin, Clock::now()}},
+        error);
   }
 
   EngineCore& core_;
@@ -198,6 +197,7 @@ class EngineCore::PackedPipeline {
   // What failed, by bucket: its buffer, its packing, its collective.
   std::vector<std::optional<Error>> errors_;
   std::vector<char> no_buffer_;
+  std::vector<std::optional<Span>> packed_at_;  // when each bucket was packed
   std::vector<std::future<void>> packed_;
   std::vector<std::future<void>> finished_;
 };
@@ -206,8 +206,7 @@ void EngineCore::run_buckets_packed(const std::vector<Bucket>& buckets, Clock::t
   PackedPipeline(*this, buckets, agreed).run();
 }
 
-// Runs `reduce` for a bucket reduced in one piece, then records QUEUE and REDUCE
-// spans and completes its tensors with the outcome.
+// Runs `reduce` for a bucket reduced in one piece on this thread, then completes it.
 void EngineCore::reduce_bucket(const Bucket& b, Clock::time_point agreed, const char* how,
                                const std::function<void()>& reduce) {
   const auto begin = Clock::now();
@@ -215,20 +214,34 @@ void EngineCore::reduce_bucket(const Bucket& b, Clock::time_point agreed, const 
   try {
     reduce();
   } catch (...) {
-    error = to_error(std::current_exception(), data_.rank(),
-                     fmt::format("Engine: {}bucket of {} tensors, {} bytes", how, b.works.size(),
-                                 b.count * size_of(b.dtype)));
+    error = to_error(std::current_exception(), data_.rank(), "Engine: " + describe_bucket(b, how));
   }
-  const auto end = Clock::now();
-  for (const auto& w : b.works) {
-    if (timeline_) {
-      timeline_->span(w->name, "QUEUE", agreed, begin);
-      timeline_->span(w->name, "REDUCE", begin, end,
-                      fmt::format("{}bucket of {} tensors, {} bytes", how, b.works.size(),
-                                  b.count * size_of(b.dtype)));
+  complete_bucket(b, how, BucketPhases{agreed, begin, {begin, Clock::now()}, {}, {}}, error);
+}
+
+std::string EngineCore::describe_bucket(const Bucket& b, const char* how) {
+  return fmt::format("{}bucket of {} tensors, {} bytes", how, b.works.size(),
+                     b.count * size_of(b.dtype));
+}
+
+void EngineCore::complete_bucket(const Bucket& b, const char* how, const BucketPhases& phases,
+                                 const std::optional<Error>& error) {
+  if (timeline_) {
+    try {
+      const std::string detail = describe_bucket(b, how);
+      for (const auto& w : b.works) {
+        timeline_->span(w->name, "QUEUE", phases.agreed, phases.queued_until);
+        if (phases.pack) timeline_->span(w->name, "PACK", phases.pack->first, phases.pack->second);
+        timeline_->span(w->name, "REDUCE", phases.reduce.first, phases.reduce.second, detail);
+        if (phases.unpack) {
+          timeline_->span(w->name, "UNPACK", phases.unpack->first, phases.unpack->second);
+        }
+      }
+    } catch (...) {
+      // Trace events lost (the detail could not be formatted); the tensors still complete.
     }
-    complete(w, error);
   }
+  for (const auto& w : b.works) complete(w, error);
 }
 
 void EngineCore::run_buckets_in_place(const std::vector<Bucket>& buckets,

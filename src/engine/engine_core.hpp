@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace concord::detail {
@@ -64,6 +65,22 @@ class EngineCore {
   class PackedPipeline;  // buckets.cpp: one run_buckets_packed, packer and engine thread
   void reduce_bucket(const Bucket& bucket, Clock::time_point agreed, const char* how,
                      const std::function<void()>& reduce);
+  // When a bucket's phases ran, for the timeline: QUEUE is [agreed,
+  // queued_until); PACK and UNPACK only where it went through a host fusion buffer.
+  using Span = std::pair<Clock::time_point, Clock::time_point>;
+  struct BucketPhases {
+    Clock::time_point agreed;
+    Clock::time_point queued_until;
+    Span reduce;
+    std::optional<Span> pack;
+    std::optional<Span> unpack;
+  };
+  // "in place, bucket of 3 tensors, 1200 bytes" (`how` is the layout's prefix).
+  static std::string describe_bucket(const Bucket& bucket, const char* how);
+  // Every layout ends here: records the bucket's spans, completes its tensors.
+  // Never throws for the timeline's sake (runs on the packer thread too).
+  void complete_bucket(const Bucket& bucket, const char* how, const BucketPhases& phases,
+                       const std::optional<Error>& error);
   void run_one(Work& work);  // a broadcast, allgather, alltoall, reducescatter or join
   void run_broadcast(Work& work);
   void run_allgather(Work& work);

@@ -2,9 +2,6 @@
 
 #include "core/mpi_check.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -104,7 +101,7 @@ class Reader {
 }  // namespace
 
 Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall)
-    : control_(control), rank_(rank), size_(size), stall_(stall) {
+    : control_(control), rank_(rank), size_(size), stalls_(rank, stall) {
   check_mpi(MPI_Op_create(&combine_cycle_bits, 1, &bits_op_), "MPI_Op_create", rank);
 }
 
@@ -120,12 +117,12 @@ std::optional<std::size_t> Negotiator::cached_id(const Work& work) const {
   return it->second;
 }
 
-std::string Negotiator::missing_ranks(const std::vector<bool>& have) const {
-  std::vector<int> missing;
-  for (int r = 0; r < size_; ++r) {
-    if (!have[static_cast<std::size_t>(r)]) missing.push_back(r);
-  }
-  return fmt::format("{}", missing);
+std::vector<bool> Negotiator::announced_by(const std::string& name) const {
+  std::vector<bool> have(static_cast<std::size_t>(size_), false);
+  auto it = registry_.find(name);
+  if (it == registry_.end()) return have;
+  for (std::size_t r = 0; r < have.size(); ++r) have[r] = it->second.by_rank[r].has_value();
+  return have;
 }
 
 void Negotiator::fail_local(const std::string& name, const Error& error, Outcome& out) {
@@ -206,26 +203,16 @@ void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>
   for (std::size_t r = 0; r < all.size(); ++r) {
     for (const Announcement& a : all[r]) {
       if (!a.fail && a.sig.kind == WorkKind::Join) last_join = static_cast<int>(r);
-      if (a.fail) {
-        auto it = registry_.find(a.name);
-        std::vector<bool> have(static_cast<std::size_t>(size_), false);
-        if (it != registry_.end()) {
-          for (std::size_t q = 0; q < have.size(); ++q) have[q] = it->second.by_rank[q].has_value();
-          registry_.erase(it);
-        }
-        fail_local(a.name,
-                   Error(ErrorCode::Timeout, rank_,
-                         fmt::format("tensor '{}': ranks {} did not submit it within {} s "
-                                     "(CONCORD_STALL_TIMEOUT_S)",
-                                     a.name, missing_ranks(have), stall_.timeout_s)),
-                   out);
+      if (a.fail) {  // rank 0's monitor timed the name out
+        const std::vector<bool> have = announced_by(a.name);
+        registry_.erase(a.name);
+        fail_local(a.name, stalls_.name_timeout(a.name, have), out);
         continue;
       }
       auto [it, inserted] = registry_.try_emplace(a.name);
       if (inserted) {
         it->second.order = next_order_++;
         it->second.by_rank.resize(static_cast<std::size_t>(size_));
-        it->second.first_seen = Clock::now();
       }
       it->second.by_rank[r] = a.sig;
       touched.push_back(a.name);
@@ -246,9 +233,44 @@ void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>
   }
 }
 
+// The reduced cycle vector (combine_cycle_bits), by section; W words each.
+struct Negotiator::CycleBits {
+  std::uint64_t flags;
+  const std::uint64_t* all_ready;  // AND: ready on every rank, runs now
+  const std::uint64_t* any_ready;  // OR: ready somewhere (stalled unless all_ready)
+  const std::uint64_t* to_fail;    // rank 0's monitor timed these ids out
+};
+
+// Every rank runs the same collectives in the same order, or they deadlock: the
+// bit exchange always; then the ready-bit gather and the announcement exchange
+// only when the reduced flags, the same on every rank, ask for them. Everything
+// else is local and reads only what every rank holds alike.
 Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, bool want_shutdown,
                                       double give_up_after_s) {
   Outcome out;
+  accept(std::move(fresh));
+  fail_while_joined(joined_ranks(), out);
+
+  const std::vector<std::uint64_t> mine = cached_ready_bits();
+  bool gave_up = false;
+  const std::vector<std::uint64_t> reduced =
+      exchange_bits(cycle_vector(mine, want_shutdown), give_up_after_s, gave_up);
+  if (gave_up || (reduced[0] & kShutdown) != 0) {
+    out.shutdown = true;
+    return out;
+  }
+  const std::size_t words = mine.size();
+  const CycleBits bits{reduced[0], reduced.data() + 1, reduced.data() + 1 + words,
+                       reduced.data() + 1 + 2 * words};
+
+  if ((bits.flags & kDiagnose) != 0) diagnose(mine, bits);
+  settle_cached(bits, out);
+  if ((bits.flags & kHasAnnouncements) != 0) announce(out);
+  watch_registry();
+  return out;
+}
+
+void Negotiator::accept(std::vector<std::shared_ptr<Work>> fresh) {
   for (auto& w : fresh) {
     pending_[w->name] = w;
     // Announced by name when it is new or its signature changed here, and also
@@ -260,15 +282,26 @@ Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, 
       to_announce_.push_back(w);
     }
   }
+}
 
-  fail_while_joined(joined_ranks(), out);
-
-  const std::size_t words = (cache_.size() + 63) / 64;
-  std::vector<std::uint64_t> mine(words, 0);
+// This rank's ready bit per cache id: work waiting by name is not in it (it
+// waits for everyone's announcement instead).
+std::vector<std::uint64_t> Negotiator::cached_ready_bits() const {
+  std::vector<std::uint64_t> mine((cache_.size() + 63) / 64, 0);
   for (const auto& [name, w] : pending_) {
     if (w->announced) continue;
     if (auto id = cached_id(*w)) set_bit(mine.data(), *id);
   }
+  return mine;
+}
+
+// What this rank contributes to the bit exchange: flags, then its ready bits
+// in the AND and OR sections, then (rank 0) the ids its monitor fails. Rank 0's
+// stall decisions of the last cycle reach every rank here; the other ranks'
+// monitors never have any.
+std::vector<std::uint64_t> Negotiator::cycle_vector(const std::vector<std::uint64_t>& mine,
+                                                    bool want_shutdown) {
+  const std::size_t words = mine.size();
   std::vector<std::uint64_t> local(1 + 3 * words, 0);
   std::uint64_t& flags = local[0];
   if (!to_announce_.empty()) flags |= kHasAnnouncements;
@@ -276,103 +309,66 @@ Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, 
   std::copy(mine.begin(), mine.end(), local.begin() + 1);
   std::copy(mine.begin(), mine.end(), local.begin() + 1 + static_cast<std::ptrdiff_t>(words));
   set_joined_bits(local.data() + 1);  // AND section only: no stall reports for zeros
-  if (rank_ == 0) {
-    if (diagnose_next_) flags |= kDiagnose;
-    if (!fail_names_next_.empty()) flags |= kHasAnnouncements;
-    for (std::size_t id : fail_ids_next_) set_bit(local.data() + 1 + 2 * words, id);
-    diagnose_next_ = false;
-    fail_ids_next_.clear();
-  }
+  if (stalls_.take_diagnose_request()) flags |= kDiagnose;
+  if (stalls_.has_names_to_fail()) flags |= kHasAnnouncements;  // they travel as announcements
+  for (std::size_t id : stalls_.take_ids_to_fail()) set_bit(local.data() + 1 + 2 * words, id);
+  return local;
+}
 
-  bool gave_up = false;
-  const std::vector<std::uint64_t> bits = exchange_bits(std::move(local), give_up_after_s, gave_up);
-  if (gave_up || (bits[0] & kShutdown) != 0) {
-    out.shutdown = true;
-    return out;
+// Rank 0 asked for a diagnosis: the OR says an id is pending somewhere, not
+// where, so every rank gathers everyone's ready bits and the monitor learns
+// which ranks are missing (for rank 0's warning, and every rank's timeout error).
+void Negotiator::diagnose(const std::vector<std::uint64_t>& mine, const CycleBits& bits) {
+  const auto by_rank = gather_ready_bits(mine);
+  for (std::size_t id = 0; id < cache_.size(); ++id) {
+    if (!test_bit(bits.any_ready, id) || test_bit(bits.all_ready, id)) continue;
+    std::vector<bool> have(static_cast<std::size_t>(size_));
+    for (std::size_t r = 0; r < have.size(); ++r) have[r] = test_bit(by_rank[r].data(), id);
+    stalls_.diagnosed(id, cache_[id].first, have);
   }
-  const std::uint64_t* all_ready = bits.data() + 1;
-  const std::uint64_t* any_ready = bits.data() + 1 + words;
-  const std::uint64_t* to_fail = bits.data() + 1 + 2 * words;
+}
 
-  if ((bits[0] & kDiagnose) != 0) {
-    const auto by_rank = gather_ready_bits(mine);
-    for (std::size_t id = 0; id < cache_.size(); ++id) {
-      if (!test_bit(any_ready, id) || test_bit(all_ready, id)) continue;
-      std::vector<bool> have(static_cast<std::size_t>(size_));
-      for (std::size_t r = 0; r < have.size(); ++r) have[r] = test_bit(by_rank[r].data(), id);
-      missing_by_id_[id] = missing_ranks(have);
-      auto stall = stalls_.find(id);
-      if (rank_ == 0 && stall != stalls_.end() && !stall->second.warned &&
-          seconds_since(stall->second.first_seen) >= stall_.warning_s) {
-        stall->second.warned = true;
-        fmt::print(stderr,
-                   "concord: rank 0: engine: tensor '{}' has waited {:.0f} s: ranks {} have not "
-                   "submitted it (CONCORD_STALL_WARNING_S)\n",
-                   cache_[id].first, seconds_since(stall->second.first_seen), missing_by_id_[id]);
-      }
-    }
-  }
-
+// Cached ids in id order (the same on every rank): ready everywhere runs, timed
+// out fails, ready somewhere stays under rank 0's watch.
+void Negotiator::settle_cached(const CycleBits& bits, Outcome& out) {
   for (std::size_t id = 0; id < cache_.size(); ++id) {
     const std::string& name = cache_[id].first;
-    if (test_bit(all_ready, id)) {
+    if (test_bit(bits.all_ready, id)) {
       out.ready.push_back(take_or_fill(name, cache_[id].second, false));
-      stalls_.erase(id);
-    } else if (test_bit(to_fail, id)) {
-      auto missing = missing_by_id_.find(id);
-      fail_local(name,
-                 Error(ErrorCode::Timeout, rank_,
-                       fmt::format("tensor '{}': ranks {} did not submit it within {} s "
-                                   "(CONCORD_STALL_TIMEOUT_S)",
-                                   name, missing != missing_by_id_.end() ? missing->second : "?",
-                                   stall_.timeout_s)),
-                 out);
-      stalls_.erase(id);
-    } else if (rank_ == 0 && test_bit(any_ready, id)) {
-      auto [stall, inserted] = stalls_.try_emplace(id, Stall{Clock::now(), false});
-      const double waited = seconds_since(stall->second.first_seen);
-      if (!stall->second.warned && waited >= stall_.warning_s) diagnose_next_ = true;
-      if (stall_.timeout_s > 0 && waited >= stall_.timeout_s) {
-        fail_ids_next_.push_back(id);
-        diagnose_next_ = true;
-      }
-    } else if (rank_ == 0) {
-      stalls_.erase(id);
+      stalls_.id_settled(id);
+    } else if (test_bit(bits.to_fail, id)) {
+      fail_local(name, stalls_.id_timeout(id, name), out);
+      stalls_.id_settled(id);
+    } else if (test_bit(bits.any_ready, id)) {
+      stalls_.id_pending(id);
+    } else {
+      stalls_.id_settled(id);
     }
   }
+}
 
-  if ((bits[0] & kHasAnnouncements) != 0) {
-    std::vector<Announcement> announce;
-    for (const auto& w : to_announce_) announce.push_back({false, w->name, w->sig});
-    if (rank_ == 0) {
-      for (const std::string& name : fail_names_next_) announce.push_back({true, name, {}});
-    }
-    to_announce_.clear();
-    fail_names_next_.clear();
-    apply_announcements(exchange_announcements(announce), out);
+// The full negotiation: this rank's new or changed names, and on rank 0 the
+// names its monitor timed out (they fail everywhere as the records are applied).
+void Negotiator::announce(Outcome& out) {
+  std::vector<Announcement> mine;
+  for (const auto& w : to_announce_) mine.push_back({false, w->name, w->sig});
+  for (std::string& name : stalls_.take_names_to_fail()) {
+    mine.push_back({true, std::move(name), {}});
   }
+  to_announce_.clear();
+  apply_announcements(exchange_announcements(mine), out);
+}
 
-  // Rank 0 watches names that some ranks announced and others have not.
-  if (rank_ == 0) {
-    for (auto& [name, entry] : registry_) {
-      const double waited = seconds_since(entry.first_seen);
-      std::vector<bool> have(static_cast<std::size_t>(size_));
-      for (std::size_t r = 0; r < have.size(); ++r) have[r] = entry.by_rank[r].has_value();
-      if (!entry.warned && waited >= stall_.warning_s) {
-        entry.warned = true;
-        fmt::print(stderr,
-                   "concord: rank 0: engine: tensor '{}' has waited {:.0f} s: ranks {} have not "
-                   "submitted it (CONCORD_STALL_WARNING_S)\n",
-                   name, waited, missing_ranks(have));
-      }
-      if (stall_.timeout_s > 0 && waited >= stall_.timeout_s &&
-          std::find(fail_names_next_.begin(), fail_names_next_.end(), name) ==
-              fail_names_next_.end()) {
-        fail_names_next_.push_back(name);
-      }
-    }
+// Rank 0's monitor watches the names some ranks announced and others have not
+// (what is left in the registry once the cycle's announcements are applied).
+void Negotiator::watch_registry() {
+  if (!stalls_.decides()) return;
+  std::vector<StallMonitor::AnnouncedName> names;
+  names.reserve(registry_.size());
+  for (const auto& [name, entry] : registry_) {
+    names.push_back({entry.order, name, announced_by(name)});
   }
-  return out;
+  stalls_.watch_names(names);
 }
 
 }  // namespace concord::detail

@@ -9,8 +9,13 @@
 // then on a cycle costs one small allreduce of bit vectors: the AND of "ready here" bits says what
 // runs, the OR says what is pending somewhere (for stall detection). Ready work runs in cache-id
 // order, then newly agreed names in the order they were announced, identically on every rank.
+//
+// Stalls (work some ranks submitted and others not) are the StallMonitor's
+// (stall_monitor.hpp): it decides on rank 0 and words the messages; the
+// Negotiator carries its decisions to every rank and acts on them.
 #pragma once
 
+#include "engine/stall_monitor.hpp"
 #include "engine/work.hpp"
 
 #include <mpi.h>
@@ -25,11 +30,6 @@
 #include <vector>
 
 namespace concord::detail {
-
-struct StallPolicy {
-  double warning_s = 60;
-  double timeout_s = 0;  // 0: never
-};
 
 class Negotiator {
  public:
@@ -60,13 +60,18 @@ class Negotiator {
   struct Registered {  // a name some ranks announced, the same on every rank
     std::uint64_t order = 0;
     std::vector<std::optional<Signature>> by_rank;
-    Clock::time_point first_seen;
-    bool warned = false;
   };
-  struct Stall {  // a cached id pending somewhere but not everywhere (rank 0)
-    Clock::time_point first_seen;
-    bool warned = false;
-  };
+  struct CycleBits;  // the reduced cycle vector, by section
+
+  // The steps of one cycle, in the order cycle() runs them (see there).
+  void accept(std::vector<std::shared_ptr<Work>> fresh);
+  std::vector<std::uint64_t> cached_ready_bits() const;
+  std::vector<std::uint64_t> cycle_vector(const std::vector<std::uint64_t>& mine,
+                                          bool want_shutdown);
+  void diagnose(const std::vector<std::uint64_t>& mine, const CycleBits& bits);
+  void settle_cached(const CycleBits& bits, Outcome& out);
+  void announce(Outcome& out);
+  void watch_registry();
 
   std::vector<std::uint64_t> exchange_bits(std::vector<std::uint64_t> local, double give_up_after_s,
                                            bool& gave_up);
@@ -93,12 +98,13 @@ class Negotiator {
   std::shared_ptr<Work> take_or_fill(const std::string& name, const Signature& sig,
                                      bool announced_here);
   void fail_local(const std::string& name, const Error& error, Outcome& out);
-  std::string missing_ranks(const std::vector<bool>& have) const;
+  // Which ranks announced the registry entry `name` (none if it is not there).
+  std::vector<bool> announced_by(const std::string& name) const;
 
   MPI_Comm control_;
   int rank_;
   int size_;
-  StallPolicy stall_;
+  StallMonitor stalls_;
   MPI_Op bits_op_ = MPI_OP_NULL;
 
   std::unordered_map<std::string, std::shared_ptr<Work>> pending_;  // this rank's, by name
@@ -107,14 +113,6 @@ class Negotiator {
   std::unordered_map<std::string, std::size_t> cache_index_;
   std::map<std::string, Registered> registry_;
   std::uint64_t next_order_ = 0;
-
-  // Rank 0's stall bookkeeping, and what it decided to tell the others.
-  std::unordered_map<std::size_t, Stall> stalls_;
-  std::vector<std::size_t> fail_ids_next_;
-  std::vector<std::string> fail_names_next_;
-  bool diagnose_next_ = false;
-  // Every rank: the missing ranks of stalled cached ids, from the last diagnosis.
-  std::unordered_map<std::size_t, std::string> missing_by_id_;
 };
 
 }  // namespace concord::detail

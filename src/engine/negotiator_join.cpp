@@ -23,11 +23,7 @@ bool fillable(const Signature& sig) {
 }  // namespace
 
 std::vector<bool> Negotiator::joined_ranks() const {
-  std::vector<bool> joined(static_cast<std::size_t>(size_), false);
-  auto it = registry_.find(kJoinName);
-  if (it == registry_.end()) return joined;
-  for (std::size_t r = 0; r < joined.size(); ++r) joined[r] = it->second.by_rank[r].has_value();
-  return joined;
+  return announced_by(kJoinName);
 }
 
 void Negotiator::set_joined_bits(std::uint64_t* all_ready_words) const {

@@ -342,6 +342,24 @@ std::string capture_stderr(Body&& body) {
   return text;
 }
 
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// "[2]" for 3 ranks: the last rank, as a stall message lists it.
+std::string last_rank_list(int size) {
+  return fmt::format("[{}]", size - 1);
+}
+
+// "[1, 2]" for 3 ranks: every rank but 0.
+std::string all_but_rank0(int size) {
+  std::vector<int> ranks;
+  for (int r = 1; r < size; ++r) ranks.push_back(r);
+  return fmt::format("[{}]", fmt::join(ranks, ", "));
+}
+
 }  // namespace
 
 TEST_CASE("a tensor some ranks never submit: warning, then timeout", "[engine][stall]") {
@@ -361,16 +379,18 @@ TEST_CASE("a tensor some ranks never submit: warning, then timeout", "[engine][s
         .wait();
     const bool skip = comm.rank() == comm.size() - 1;
     log = capture_stderr([&] {
-      std::vector<Handle> handles;
+      std::vector<std::pair<std::string, Handle>> handles;
       if (!skip) {
-        handles.push_back(engine.enqueue_allreduce(
-            "cached", {v.data(), v.size(), DataType::Float32}, ReduceOp::Sum));
+        handles.emplace_back(
+            "cached", engine.enqueue_allreduce("cached", {v.data(), v.size(), DataType::Float32},
+                                               ReduceOp::Sum));
       }
       if (comm.rank() == 0) {
-        handles.push_back(
+        handles.emplace_back(
+            "lonely",
             engine.enqueue_allreduce("lonely", {v.data(), 4, DataType::Float32}, ReduceOp::Sum));
       }
-      for (auto& h : handles) {
+      for (auto& [name, h] : handles) {
         try {
           h.wait();
           FAIL("a stalled tensor completed");
@@ -378,6 +398,13 @@ TEST_CASE("a tensor some ranks never submit: warning, then timeout", "[engine][s
           CHECK(e.code() == ErrorCode::Timeout);
           CHECK_THAT(e.what(), Catch::Matchers::Contains("did not submit it within 0.6 s"));
           CHECK_THAT(e.what(), Catch::Matchers::Contains(std::to_string(comm.size() - 1) + "]"));
+          // The whole message, with exactly the missing ranks: the last one
+          // for the cached name (found by a diagnosis of everyone's ready
+          // bits), every rank but 0 for the announced one (from the registry).
+          const std::string expected = fmt::format(
+              "tensor '{}': ranks {} did not submit it within 0.6 s (CONCORD_STALL_TIMEOUT_S)",
+              name, name == "cached" ? last_rank_list(comm.size()) : all_but_rank0(comm.size()));
+          CHECK_THAT(e.what(), Catch::Matchers::Contains(expected));
         }
       }
       MPI_Barrier(MPI_COMM_WORLD);
@@ -388,6 +415,16 @@ TEST_CASE("a tensor some ranks never submit: warning, then timeout", "[engine][s
     CHECK_THAT(log, Contains("tensor 'cached' has waited") &&
                         Contains("tensor 'lonely' has waited") &&
                         Contains("CONCORD_STALL_WARNING_S"));
+    // One warning per stalled tensor, however many cycles it waits, naming the
+    // missing ranks.
+    CHECK(occurrences(log, "tensor 'cached' has waited") == 1);
+    CHECK(occurrences(log, "tensor 'lonely' has waited") == 1);
+    CHECK(occurrences(log, "has waited") == 2);
+    CHECK_THAT(log,
+               Contains(fmt::format("ranks {} have not submitted it (CONCORD_STALL_WARNING_S)",
+                                    last_rank_list(comm.size()))) &&
+                   Contains(fmt::format("ranks {} have not submitted it (CONCORD_STALL_WARNING_S)",
+                                        all_but_rank0(comm.size()))));
   }
 }
 
