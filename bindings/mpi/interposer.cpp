@@ -21,7 +21,7 @@
 
 namespace concord::mpi_interposer {
 
-thread_local bool InsideConcord::active_ = false;
+thread_local bool InsideConcord::active_ CONCORD_MPI_HOT_TLS = false;
 
 namespace {
 

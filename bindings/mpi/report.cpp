@@ -30,15 +30,22 @@ bool world_rank_zero() noexcept {
 
 }  // namespace
 
+// Counted only for the verbose report, the one reader: otherwise a locked
+// read-modify-write on every call for nothing.
 void count_taken() noexcept {
-  taken.fetch_add(1, std::memory_order_relaxed);
+  if (settings().verbose) taken.fetch_add(1, std::memory_order_relaxed);
 }
 
 void count_passed(PassReason reason) noexcept {
-  passed[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  if (settings().verbose) {
+    passed[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void announce_once() noexcept {
+  // std::call_once alone costs two thread-local writes and pthread_once per call.
+  static std::atomic<bool> done{false};
+  if (done.load(std::memory_order_acquire)) return;
   static std::once_flag once;
   std::call_once(once, [] {
     const Settings& s = settings();
@@ -54,6 +61,7 @@ void announce_once() noexcept {
                    rules_summary(), s.min_bytes);
     }
   });
+  done.store(true, std::memory_order_release);
 }
 
 void summarize() noexcept {

@@ -11,7 +11,9 @@ std::string invalid(const char* name, std::string_view value, const char* expect
   return std::string(name) + "='" + std::string(value) + "' is invalid: expected " + expected;
 }
 
-Settings parse() {
+}  // namespace
+
+Settings parse_settings() {
   Settings s;
   if (const char* v = std::getenv("CONCORD_MPI_INTERPOSE")) {
     const std::string_view value(v);
@@ -43,13 +45,6 @@ Settings parse() {
   }
   if (!s.error.empty()) s.enabled = false;
   return s;
-}
-
-}  // namespace
-
-const Settings& settings() {
-  static const Settings parsed = parse();
-  return parsed;
 }
 
 }  // namespace concord::mpi_interposer

@@ -21,7 +21,13 @@ struct Settings {
   std::string error;
 };
 
-// Parsed on first use; thread-safe.
-const Settings& settings();
+// Reads the environment; settings() calls it once.
+Settings parse_settings();
+
+// Parsed on first use; thread-safe. Inline: read on every MPI_Allreduce.
+inline const Settings& settings() {
+  static const Settings parsed = parse_settings();
+  return parsed;
+}
 
 }  // namespace concord::mpi_interposer
