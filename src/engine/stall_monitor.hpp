@@ -50,7 +50,11 @@ class StallMonitor {
   // Rank 0: `id` is ready somewhere but not everywhere this cycle.
   void id_pending(std::size_t id);
   // `id` ran, failed, or is pending nowhere: its stall (if any) is over.
-  void id_settled(std::size_t id) { id_clocks_.erase(id); }
+  // (Its diagnosis goes too, so a later stall of the same id never reuses it.)
+  void id_settled(std::size_t id) {
+    id_clocks_.erase(id);
+    missing_by_id_.erase(id);
+  }
   // The error a timed-out cached id fails with, naming the ranks the last
   // diagnosis found missing.
   Error id_timeout(std::size_t id, const std::string& name) const;

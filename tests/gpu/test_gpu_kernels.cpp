@@ -52,18 +52,21 @@ constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, Re
 constexpr DataType kFloatTypes[] = {DataType::Float16, DataType::BFloat16, DataType::Float32,
                                     DataType::Float64};
 // The largest count makes every kernel's grid-stride loop go round at least
-// twice, whatever the device, and end in a partial pack: a grid holds
-// multiprocessors x 2048 threads (cuda_launch.cuh), each moving 16 bytes (16
-// elements of the narrowest type) per pass. 8.7 million on an H100, 131075 on
-// the CUDA emulator's two multiprocessors, where a fixed million made this file
-// the slowest test of the sanitizer build without covering more.
+// twice and end in a partial pack: a grid holds multiprocessors x 2048 threads
+// (cuda_launch.cuh), each moving 16 bytes (16 elements of the narrowest type)
+// per pass. 131075 on the CUDA emulator's two multiprocessors, where a fixed
+// million made this file the slowest test of the sanitizer build without
+// covering more. Capped at 2 Mi + 3, so the host references stay quick on a
+// large GPU (an H100's 132 multiprocessors would ask for 8.7 million): there
+// the types of 4 bytes and more still go round twice.
 std::size_t large_count() {
   int device = 0;
   int multiprocessors = 0;
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) ==
           cudaSuccess);
-  return 2 * static_cast<std::size_t>(multiprocessors) * 2048 * 16 + 3;
+  const std::size_t twice = 2 * static_cast<std::size_t>(multiprocessors) * 2048 * 16 + 3;
+  return std::min(twice, (std::size_t{1} << 21) + 3);
 }
 std::vector<std::size_t> counts() {
   return {0, 1, 3, 17, large_count()};

@@ -98,6 +98,13 @@ TEST_CASE("read_process_memory reads this process's own memory", "[peer_reads]")
   // need the call to work between processes too).
   const auto from = pattern(3 << 20);
   std::vector<unsigned char> to(from.size());
-  REQUIRE(read_process_memory(::getpid(), to.data(), from.data(), from.size()) == 0);
+  const int error = read_process_memory(::getpid(), to.data(), from.data(), from.size());
+  // A seccomp profile or sandbox may forbid the system call outright; concord
+  // then copies instead (the MPI tests check that fallback).
+  if (error == ENOSYS || error == EPERM) {
+    WARN("process_vm_readv is forbidden here (" << std::strerror(error) << "): not checked");
+    return;
+  }
+  REQUIRE(error == 0);
   CHECK(to == from);
 }
