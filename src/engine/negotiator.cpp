@@ -117,12 +117,16 @@ std::optional<std::size_t> Negotiator::cached_id(const Work& work) const {
   return it->second;
 }
 
-std::vector<bool> Negotiator::announced_by(const std::string& name) const {
-  std::vector<bool> have(static_cast<std::size_t>(size_), false);
-  auto it = registry_.find(name);
-  if (it == registry_.end()) return have;
-  for (std::size_t r = 0; r < have.size(); ++r) have[r] = it->second.by_rank[r].has_value();
+std::vector<bool> Negotiator::Registered::announced() const {
+  std::vector<bool> have(by_rank.size());
+  for (std::size_t r = 0; r < have.size(); ++r) have[r] = by_rank[r].has_value();
   return have;
+}
+
+std::vector<bool> Negotiator::announced_by(const std::string& name) const {
+  auto it = registry_.find(name);
+  if (it == registry_.end()) return std::vector<bool>(static_cast<std::size_t>(size_), false);
+  return it->second.announced();
 }
 
 void Negotiator::fail_local(const std::string& name, const Error& error, Outcome& out) {
@@ -366,7 +370,7 @@ void Negotiator::watch_registry() {
   std::vector<StallMonitor::AnnouncedName> names;
   names.reserve(registry_.size());
   for (const auto& [name, entry] : registry_) {
-    names.push_back({entry.order, name, announced_by(name)});
+    names.push_back({entry.order, name, entry.announced()});
   }
   stalls_.watch_names(names);
 }

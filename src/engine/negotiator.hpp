@@ -60,6 +60,7 @@ class Negotiator {
   struct Registered {  // a name some ranks announced, the same on every rank
     std::uint64_t order = 0;
     std::vector<std::optional<Signature>> by_rank;
+    std::vector<bool> announced() const;  // by rank
   };
   struct CycleBits;  // the reduced cycle vector, by section
 
