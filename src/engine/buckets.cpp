@@ -182,12 +182,8 @@ class EngineCore::PackedPipeline {
     } catch (...) {
       error = to_error(std::current_exception(), core_.data_.rank(), "Engine: unpacking a bucket");
     }
-    // Queued until its packing began (or, not packed, until its collective).
-    const Clock::time_point queued_until = packed_at_[k] ? packed_at_[k]->first : begin;
     core_.complete_bucket(
-        b, "",
-        {agreed_, queued_until, {begin, end}, packed_at_[k], Span{unpack_begin, Clock::now()}},
-        error);
+        b, "", {agreed_, {begin, end}, packed_at_[k], Span{unpack_begin, Clock::now()}}, error);
   }
 
   EngineCore& core_;
@@ -216,7 +212,7 @@ void EngineCore::reduce_bucket(const Bucket& b, Clock::time_point agreed, const 
   } catch (...) {
     error = to_error(std::current_exception(), data_.rank(), "Engine: " + describe_bucket(b, how));
   }
-  complete_bucket(b, how, BucketPhases{agreed, begin, {begin, Clock::now()}, {}, {}}, error);
+  complete_bucket(b, how, BucketPhases{agreed, {begin, Clock::now()}, {}, {}}, error);
 }
 
 std::string EngineCore::describe_bucket(const Bucket& b, const char* how) {
@@ -229,8 +225,10 @@ void EngineCore::complete_bucket(const Bucket& b, const char* how, const BucketP
   if (timeline_) {
     try {
       const std::string detail = describe_bucket(b, how);
+      // Queued until its packing began (or, not packed, until its collective).
+      const Clock::time_point queued_until = phases.pack ? phases.pack->first : phases.reduce.first;
       for (const auto& w : b.works) {
-        timeline_->span(w->name, "QUEUE", phases.agreed, phases.queued_until);
+        timeline_->span(w->name, "QUEUE", phases.agreed, queued_until);
         if (phases.pack) timeline_->span(w->name, "PACK", phases.pack->first, phases.pack->second);
         timeline_->span(w->name, "REDUCE", phases.reduce.first, phases.reduce.second, detail);
         if (phases.unpack) {

@@ -65,12 +65,12 @@ class EngineCore {
   class PackedPipeline;  // buckets.cpp: one run_buckets_packed, packer and engine thread
   void reduce_bucket(const Bucket& bucket, Clock::time_point agreed, const char* how,
                      const std::function<void()>& reduce);
-  // When a bucket's phases ran, for the timeline: QUEUE is [agreed,
-  // queued_until); PACK and UNPACK only where it went through a host fusion buffer.
+  // When a bucket's phases ran, for the timeline: QUEUE runs from `agreed` to
+  // the first phase (PACK, or REDUCE); PACK and UNPACK only where it went
+  // through a host fusion buffer.
   using Span = std::pair<Clock::time_point, Clock::time_point>;
   struct BucketPhases {
     Clock::time_point agreed;
-    Clock::time_point queued_until;
     Span reduce;
     std::optional<Span> pack;
     std::optional<Span> unpack;
