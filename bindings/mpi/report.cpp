@@ -43,13 +43,11 @@ void count_passed(PassReason reason) noexcept {
 }
 
 void announce_once() noexcept {
-  // std::call_once alone costs two thread-local writes and pthread_once per call.
-  static std::atomic<bool> done{false};
-  if (done.load(std::memory_order_acquire)) return;
-  static std::once_flag once;
-  std::call_once(once, [] {
+  // A function-local static: after the first call, one acquire load of its guard
+  // (std::call_once would write thread-locals and call pthread_once every time).
+  static const bool announced = [] {
     const Settings& s = settings();
-    if (!world_rank_zero()) return;
+    if (!world_rank_zero()) return true;
     if (!s.error.empty()) {
       std::fprintf(stderr,
                    "concord_mpi: %s; the interposer is off, every call goes to MPI unchanged\n",
@@ -60,8 +58,9 @@ void announce_once() noexcept {
       std::fprintf(stderr, "concord_mpi: %s; CONCORD_MPI_INTERPOSE_MIN_BYTES=%zu\n",
                    rules_summary(), s.min_bytes);
     }
-  });
-  done.store(true, std::memory_order_release);
+    return true;
+  }();
+  (void)announced;
 }
 
 void summarize() noexcept {
