@@ -16,7 +16,5 @@ int main(int argc, char** argv) {
                 rc != cudaSuccess ? cudaGetErrorString(rc) : "no device is visible");
     return kSkipped;
   }
-  const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
-  if (outcome.command_line_error != 0) return outcome.command_line_error;
-  return outcome.failures == 0 ? 0 : 1;
+  return concord::test::run_catch(argc, argv).exit_status();
 }

@@ -3,7 +3,5 @@
 #include "support/catch_session.hpp"
 
 int main(int argc, char** argv) {
-  const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
-  if (outcome.command_line_error != 0) return outcome.command_line_error;
-  return outcome.failures == 0 ? 0 : 1;
+  return concord::test::run_catch(argc, argv).exit_status();
 }

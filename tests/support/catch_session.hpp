@@ -10,6 +10,13 @@ namespace concord::test {
 struct CatchOutcome {
   int command_line_error = 0;  // non-zero: Catch2 rejected the arguments (and said why)
   int failures = 0;            // failed test cases otherwise
+
+  // A single process's exit status: Catch2's for a bad command line, else 1 if
+  // any test failed.
+  int exit_status() const {
+    if (command_line_error != 0) return command_line_error;
+    return failures == 0 ? 0 : 1;
+  }
 };
 
 // Parses Catch2's arguments and, if they are valid, runs the selected tests.
