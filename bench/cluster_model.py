@@ -314,6 +314,23 @@ def cmd_summary(args):
             print(f"| {n} | " + " | ".join(cells) + f" | {ratio} | {hier} |")
 
 
+# hierarchical_spread_bytes above any message: one leader per host crosses the network.
+ONE_LEADER = 1 << 62
+
+
+def spread_bytes(model, link_name):
+    """Hierarchical's hierarchical_spread_bytes for a link: 0 (every rank of a host
+    crosses the network with its shard, the built-in choice) unless the link is a
+    fitted one that carries at most half of what one rank's flow moves by itself
+    (the fitted unlimited veth, "none"): such a link is already full with one flow,
+    and more flows only compete for it (on TCP at 1 Gbit/s one leader was faster,
+    bench/RESULTS.md). Typical links are assumed fast enough to need every rank."""
+    own, link = model["net"].get("none"), model["net"].get(link_name)
+    if own and link and link["beta"] > 2 * own["beta"]:
+        return ONE_LEADER
+    return 0
+
+
 def cmd_tune(args):
     """The Auto table for a cluster shape: Auto takes Hierarchical wherever ranks share a
     host, and Hierarchical's step across hosts asks the table for `hosts` ranks; so the
@@ -334,6 +351,7 @@ def cmd_tune(args):
         "description": f"From the alpha-beta-gamma model ({args.model}) for {args.hosts} hosts x "
                        f"{args.ranks_per_host} ranks on link {args.link}",
         "command": "bench/cluster_model.py tune " + " ".join(sys.argv[2:]),
+        "thresholds": {"hierarchical_spread_bytes": spread_bytes(model, args.link)},
         "rules": [{"max_ranks": None, "algorithms": entries}],
     }
     with open(args.output, "w") as f:

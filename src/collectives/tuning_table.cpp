@@ -30,6 +30,7 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
       {"shm_stream_bytes", &out.shm_stream_bytes},
       {"shm_single_copy_bytes", &out.shm_single_copy_bytes},
       {"shm_single_copy_round_bytes", &out.shm_single_copy_round_bytes},
+      {"hierarchical_spread_bytes", &out.hierarchical_spread_bytes},
       {"cuda_direct_bytes", &out.cuda_direct_bytes},
       {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
   for (const auto& [key, value] : json.items()) {
@@ -144,6 +145,9 @@ const SizeThresholds& size_thresholds() {
     if (cfg.shm_stream_bytes) t.shm_stream_bytes = *cfg.shm_stream_bytes;
     if (cfg.shm_single_copy_bytes) t.shm_single_copy_bytes = *cfg.shm_single_copy_bytes;
     if (cfg.cuda_direct_bytes) t.cuda_direct_bytes = *cfg.cuda_direct_bytes;
+    if (cfg.hierarchical_spread_bytes) {
+      t.hierarchical_spread_bytes = *cfg.hierarchical_spread_bytes;
+    }
     return t;
   }();
   return thresholds;

@@ -32,6 +32,15 @@ struct SizeThresholds {
   std::size_t shm_single_copy_bytes = 256 << 10;
   // The data one single-copy round moves: its bounce buffer is (p-1)/p of it.
   std::size_t shm_single_copy_round_bytes = 4 << 20;
+  // Hierarchical host messages of at least this size cross the network from
+  // every rank of a node at once, each with its shard; smaller ones from one
+  // leader per node with the whole message. Spreading wins where one rank
+  // cannot fill the link or reducing the whole message would tie up one core
+  // (the default); a link that one flow already fills only gains competing
+  // flows: at 1 Gbit/s over TCP one leader was faster (bench/RESULTS.md,
+  // "Hierarchical: one leader or every rank across the link"), and the
+  // cluster model's tuning file says so for such links.
+  std::size_t hierarchical_spread_bytes = 0;
   // The same for device messages over CUDA IPC.
   std::size_t cuda_direct_bytes = 256 * 1024;
   // Device shards up to this size cross nodes over NCCL by recursive doubling,

@@ -114,6 +114,10 @@ Config parse_config(const EnvLookup& lookup) {
     config.cuda_ipc_region_bytes =
         parse_unsigned("CONCORD_CUDA_IPC_REGION_BYTES", *v, 4096, 1ull << 32);
   }
+  if (auto v = lookup("CONCORD_HIERARCHICAL_SPREAD_BYTES"); v && !v->empty()) {
+    config.hierarchical_spread_bytes =
+        parse_unsigned("CONCORD_HIERARCHICAL_SPREAD_BYTES", *v, 0, std::uint64_t{1} << 62);
+  }
   if (auto v = lookup("CONCORD_CUDA_DIRECT_BYTES"); v && !v->empty()) {
     config.cuda_direct_bytes = parse_unsigned("CONCORD_CUDA_DIRECT_BYTES", *v, 0, 1ull << 32);
   }

@@ -37,6 +37,10 @@ struct Config {
   // one-synchronisation shared-memory path. Unset: the tuning table's
   // shm_direct_bytes (size_thresholds() in collectives/tuning_table.hpp).
   std::optional<std::size_t> shm_direct_bytes;
+  // CONCORD_HIERARCHICAL_SPREAD_BYTES: Hierarchical messages of at least this
+  // size cross the network from every rank of a node (one shard each), smaller
+  // ones from one leader per node. Unset: the tuning table's.
+  std::optional<std::size_t> hierarchical_spread_bytes;
   // CONCORD_SHM_PHASE_TIMES=1: the shared-memory allreduce times its steps
   // (collectives/shared_phases.hpp); for concord-bench's breakdown.
   bool shm_phase_times = false;

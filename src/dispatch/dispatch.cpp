@@ -32,6 +32,13 @@ SharedLimits host_shared_limits() {
           t.shm_single_copy_round_bytes};
 }
 
+// How many of each node's ranks carry a Hierarchical message across the
+// network: all of them (one shard each, the smallest node's count) from
+// hierarchical_spread_bytes, else one leader per node.
+int network_shard_owners(std::size_t bytes, const Topology& topo) {
+  return bytes >= size_thresholds().hierarchical_spread_bytes ? topo.min_local_size : 1;
+}
+
 void validate_options(const char* what, const AllreduceOptions& options, int rank) {
   if (static_cast<int>(options.algorithm) < 0 ||
       static_cast<int>(options.algorithm) > static_cast<int>(Algorithm::Hierarchical)) {
@@ -116,8 +123,8 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
             const Algorithm flat = choose_flat_algorithm(n * ctx.elem_size, cross.size());
             allreduce_flat(flat, cross, shard, n, ctx, call.ring_segment_bytes);
           }};
-      allreduce_hierarchical(state.arena.get(), topo.min_local_size, inter, call.send, call.recv,
-                             call.count, ctx);
+      allreduce_hierarchical(state.arena.get(), network_shard_owners(bytes, topo), inter,
+                             call.send, call.recv, call.count, ctx);
       break;
     }
     case Path::Flat:

@@ -82,3 +82,13 @@ def test_unknown_link_is_an_error(tmp_path):
     p = subprocess.run([sys.executable, TOOL, "predict", "--model", str(model), "--link", "x"],
                        capture_output=True, text=True)
     assert p.returncode != 0 and "link 'x'" in p.stderr
+
+
+def test_one_leader_only_where_one_flow_fills_the_link():
+    own = {"alpha": 30e-6, "beta": 1 / 1.2e9}  # one rank's flow through an unlimited link
+    model = dict(PARAMS, net={"none": own, "1gbit": {"alpha": 40e-6, "beta": 1 / 0.12e9},
+                              "10gbit": {"alpha": 40e-6, "beta": 1 / 1.1e9}})
+    assert cm.spread_bytes(model, "1gbit") == cm.ONE_LEADER  # a tenth of one flow
+    assert cm.spread_bytes(model, "10gbit") == 0  # about one flow: spread the shards
+    assert cm.spread_bytes(model, "eth-25g") == 0  # typical links: not fitted here
+    assert cm.spread_bytes(PARAMS, "1gbit") == 0  # no unlimited run to compare with

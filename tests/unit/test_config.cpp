@@ -100,6 +100,16 @@ TEST_CASE("bad values name the variable and what is accepted", "[config]") {
   CHECK_THAT(message({{"CONCORD_VIRTUAL_NODES", "0"}}), Contains("CONCORD_VIRTUAL_NODES"));
 }
 
+TEST_CASE("CONCORD_HIERARCHICAL_SPREAD_BYTES", "[config]") {
+  CHECK_FALSE(parse_config(env({})).hierarchical_spread_bytes.has_value());  // the table's
+  CHECK(parse_config(env({{"CONCORD_HIERARCHICAL_SPREAD_BYTES", "0"}})).hierarchical_spread_bytes ==
+        0);
+  CHECK(parse_config(env({{"CONCORD_HIERARCHICAL_SPREAD_BYTES", "4611686018427387904"}}))
+            .hierarchical_spread_bytes == std::size_t{1} << 62);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_HIERARCHICAL_SPREAD_BYTES", "4M"}})),
+                    Catch::Matchers::Contains("CONCORD_HIERARCHICAL_SPREAD_BYTES='4M'"));
+}
+
 TEST_CASE("device-path variables", "[config]") {
   const auto defaults = parse_config(env({}));
   CHECK(defaults.cuda_ipc);
