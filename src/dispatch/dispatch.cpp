@@ -123,8 +123,8 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
             const Algorithm flat = choose_flat_algorithm(n * ctx.elem_size, cross.size());
             allreduce_flat(flat, cross, shard, n, ctx, call.ring_segment_bytes);
           }};
-      allreduce_hierarchical(state.arena.get(), network_shard_owners(bytes, topo), inter,
-                             call.send, call.recv, call.count, ctx);
+      allreduce_hierarchical(state.arena.get(), network_shard_owners(bytes, topo), inter, call.send,
+                             call.recv, call.count, ctx);
       break;
     }
     case Path::Flat:
