@@ -56,8 +56,9 @@ struct Config {
   std::optional<std::size_t> shm_stream_bytes;
 
   // The engine (docs/ENGINE.md). CONCORD_FUSION_THRESHOLD: largest fusion
-  // bucket in bytes (0: no fusion).
-  std::size_t fusion_threshold = 64ull << 20;
+  // bucket in bytes (0: no fusion). Unset: default_fusion_threshold() in
+  // engine/fusion.hpp, by whether the ranks span nodes.
+  std::optional<std::size_t> fusion_threshold;
   // CONCORD_CYCLE_TIME_MS: how long a negotiation cycle lasts at least.
   double cycle_time_ms = 1.0;
   // CONCORD_STALL_WARNING_S / CONCORD_STALL_TIMEOUT_S (0: never).

@@ -50,7 +50,8 @@ void report_stop(const std::exception_ptr& e, int rank) noexcept {
 EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
     : data_((require_thread_multiple(comm.rank()), Communicator(comm.mpi_comm()))),
       control_(comm.mpi_comm()),
-      fusion_threshold_(options.fusion_threshold.value_or(config().fusion_threshold)),
+      fusion_threshold_(options.fusion_threshold.value_or(
+          config().fusion_threshold.value_or(default_fusion_threshold(comm.num_nodes())))),
       cycle_time_ms_(options.cycle_time_ms.value_or(config().cycle_time_ms)),
       stall_{options.stall_warning_s.value_or(config().stall_warning_s),
              options.stall_timeout_s.value_or(config().stall_timeout_s)},

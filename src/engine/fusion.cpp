@@ -6,6 +6,10 @@
 
 namespace concord::detail {
 
+std::size_t default_fusion_threshold(int num_nodes) {
+  return num_nodes > 1 ? std::size_t{4} << 20 : std::size_t{64} << 20;
+}
+
 ReduceOp effective_op(ReduceOp op) {
   return op == ReduceOp::Avg ? ReduceOp::Sum : op;
 }

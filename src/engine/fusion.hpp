@@ -18,6 +18,14 @@ struct Bucket {
   std::size_t count = 0;        // elements in all
 };
 
+// The largest bucket where neither the options nor CONCORD_FUSION_THRESHOLD set
+// one. Within one node a bucket is reduced in place through shared memory, so
+// a large one costs nothing and saves calls: 64 MiB. Across nodes each bucket
+// is packed, sent and unpacked: smaller buckets let packing, the network and
+// unpacking overlap, and messages of a few MiB stream faster over TCP than
+// larger ones (bench/RESULTS.md, "Fusion across 2 hosts"): 4 MiB.
+std::size_t default_fusion_threshold(int num_nodes);
+
 // Avg reduces as Sum; the division goes into the postscale.
 ReduceOp effective_op(ReduceOp op);
 
