@@ -61,6 +61,11 @@ def _step(cost, hosts, r, distance, nbytes, params, link):
     return params["mpi"]["alpha"] + nbytes * params["mpi"]["beta"]
 
 
+# concord's ring moves each block in segments of this many bytes (ring_segment_bytes),
+# one message each.
+RING_SEGMENT_BYTES = 256 * 1024
+
+
 def flat_time(algorithm, hosts, r, n, params, link):
     p = hosts * r
     if p == 1:
@@ -68,8 +73,9 @@ def flat_time(algorithm, hosts, r, n, params, link):
     g = params["gamma"]
     if algorithm == "ring":
         c = n / p
-        net = link["alpha"] + c * link["beta"] if hosts > 1 else 0.0
-        intra = params["mpi"]["alpha"] + c * params["mpi"]["beta"] if r > 1 else 0.0
+        segments = max(1, math.ceil(c / RING_SEGMENT_BYTES))
+        net = segments * link["alpha"] + c * link["beta"] if hosts > 1 else 0.0
+        intra = segments * params["mpi"]["alpha"] + c * params["mpi"]["beta"] if r > 1 else 0.0
         return 2 * (p - 1) * max(net, intra) + (p - 1) * c * g
     steps = int(math.floor(math.log2(p)))
     extra = p - 2 ** steps  # non-powers of two: one extra exchange in and out
@@ -202,9 +208,11 @@ GAMMA_FALLBACK = 1 / 7.5e9
 
 
 def with_gamma(model):
-    if model.get("gamma", 0) > 0:
+    # A fitted gamma far below one core's add is the fit failing to separate it
+    # from the copies (every run reduces and copies the same bytes), not a cost.
+    if model.get("gamma", 0) >= GAMMA_FALLBACK / 10:
         return model
-    print(f"note: the fitted gamma is 0; using 1/{1 / GAMMA_FALLBACK / 1e9:.1f} GB/s "
+    print(f"note: the fitted gamma is {model.get('gamma', 0):.2g} s/B, not separable; using 1/{1 / GAMMA_FALLBACK / 1e9:.1f} GB/s "
           "(one core's float32 add, bench/RESULTS.md)\n", file=sys.stderr)
     return dict(model, gamma=GAMMA_FALLBACK)
 
@@ -331,16 +339,25 @@ def spread_bytes(model, link_name):
     return 0
 
 
+# Recursive doubling sends the whole message at every step; the model prices that
+# at no more than reduce-scatter + allgather's two half-size messages when latency
+# is high, but measured across hosts here a full-message exchange stalled (4-16
+# MiB at 2 x 2, 1 Gbit/s: 25 % slower than reduce-scatter + allgather, bench/
+# RESULTS.md). Like MPICH and Open MPI, tune keeps it to short messages.
+RECURSIVE_DOUBLING_MAX_BYTES = 1 << 20
+
+
 def cmd_tune(args):
     """The Auto table for a cluster shape: Auto takes Hierarchical wherever ranks share a
     host, and Hierarchical's step across hosts asks the table for `hosts` ranks; so the
     rule for up to `hosts` ranks holds the best flat algorithm across hosts by size."""
-    model = json.load(open(args.model))
+    model = with_gamma(json.load(open(args.model)))
     link = dict(link_params(model, args.link))
     link["beta"] *= args.ranks_per_host  # the host's shards share its link
     entries = []
     for n in [2 ** k for k in range(2, 31)]:
-        times = {a: flat_time(a, args.hosts, 1, n, model, link) for a in FLAT}
+        times = {a: flat_time(a, args.hosts, 1, n, model, link) for a in FLAT
+                 if a != "recursive_doubling" or n <= RECURSIVE_DOUBLING_MAX_BYTES}
         best = min(times, key=times.get)
         if entries and entries[-1]["algorithm"] == best:
             entries[-1]["max_bytes"] = n

@@ -17,10 +17,13 @@ PARAMS = {"mpi": {"alpha": 2e-6, "beta": 1 / 3e9}, "shm": {"alpha": 1e-6, "beta"
 
 
 def test_two_rank_ring_is_the_textbook_cost():
-    n = 1 << 20
+    n = 1 << 20  # blocks of 512 KiB: two 256 KiB segments, one message each
     t = cm.flat_time("ring", 1, 2, n, PARAMS, {"alpha": 0, "beta": 0})
-    assert t == pytest.approx(2 * PARAMS["mpi"]["alpha"] + n * PARAMS["mpi"]["beta"]
+    assert t == pytest.approx(2 * 2 * PARAMS["mpi"]["alpha"] + n * PARAMS["mpi"]["beta"]
                               + n / 2 * PARAMS["gamma"])
+    small = 1 << 10  # one segment per block
+    assert cm.flat_time("ring", 1, 2, small, PARAMS, {"alpha": 0, "beta": 0}) == pytest.approx(
+        2 * PARAMS["mpi"]["alpha"] + small * PARAMS["mpi"]["beta"] + small / 2 * PARAMS["gamma"])
 
 
 def test_ranks_of_a_host_share_its_link():
@@ -74,6 +77,10 @@ def test_tune_writes_a_loadable_table(tmp_path):
     assert entries[0]["algorithm"] != "ring"
     sizes = [e["max_bytes"] for e in entries[:-1]]
     assert sizes == sorted(sizes)
+    # Whole-message steps only for short messages; the last entry covers the largest.
+    assert all(e["max_bytes"] <= cm.RECURSIVE_DOUBLING_MAX_BYTES for e in entries[:-1]
+               if e["algorithm"] == "recursive_doubling")
+    assert entries[-1]["algorithm"] != "recursive_doubling"
 
 
 def test_unknown_link_is_an_error(tmp_path):
