@@ -3,6 +3,7 @@
 #include "collectives/shared_phases.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace concord::detail {
 namespace {
@@ -27,13 +28,29 @@ int result_region(std::uint64_t round) {
   return 2 + static_cast<int>(round % 2);
 }
 
-// The source pointers of one reduce_many call, kept per thread: no allocation
-// on the small-message path.
-std::vector<const void*>& source_list(std::size_t n) {
-  thread_local std::vector<const void*> sources;
-  if (sources.size() < n) sources.resize(n);
-  return sources;
-}
+// The source pointers of one reduce_many call (one per rank of the arena): on
+// the stack up to kInlineSources ranks, so the small-message path neither
+// allocates nor looks up a thread-local; else in a vector kept per thread.
+class SourceList {
+ public:
+  explicit SourceList(std::size_t n) : data_(n <= kInlineSources ? inline_.data() : spill(n)) {}
+  SourceList(const SourceList&) = delete;
+  SourceList& operator=(const SourceList&) = delete;
+
+  const void*& operator[](std::size_t i) { return data_[i]; }
+  const void* const* data() const { return data_; }
+
+ private:
+  static constexpr std::size_t kInlineSources = 16;
+  static const void** spill(std::size_t n) {
+    thread_local std::vector<const void*> sources;
+    if (sources.size() < n) sources.resize(n);
+    return sources.data();
+  }
+
+  std::array<const void*, kInlineSources> inline_;  // written before it is read
+  const void** data_;
+};
 
 }  // namespace
 
@@ -96,7 +113,7 @@ void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src,
     return;
   }
   // Sources in rank order after the own input: [own, peers...]; one call per run.
-  std::vector<const void*>& sources = source_list(static_cast<std::size_t>(arena_.size()));
+  SourceList sources(static_cast<std::size_t>(arena_.size()));
   src.for_each_run(piece.offset, piece.count,
                    [&](const std::byte* p, std::size_t off, std::size_t n, double) {
                      std::size_t k = 0;
@@ -138,7 +155,7 @@ void SharedRounds::direct(const MessageView& src, const MessageView& dst) {
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
   // Everyone reduces in the same order from the same copies: identical bits.
-  std::vector<const void*>& sources = source_list(static_cast<std::size_t>(arena_.size()));
+  SourceList sources(static_cast<std::size_t>(arena_.size()));
   dst.for_each_run(0, count, [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
     for (int peer = 0; peer < arena_.size(); ++peer) {
       sources[static_cast<std::size_t>(peer)] = arena_.region(peer, in) + off * esize;
@@ -242,7 +259,7 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
   // One bounce slot per peer, at most a region in all: it stays in cache
   // between the read and the reduction.
   std::byte* bounce = ctx_.exec->scratch(bytes * (ranks - 1));
-  std::vector<const void*>& sources = source_list(ranks);
+  SourceList sources(ranks);
   std::size_t k = 0;
   sources[k++] = src + at;
   for (int peer = 0; peer < arena_.size(); ++peer) {
