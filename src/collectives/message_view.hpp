@@ -19,10 +19,11 @@ struct TensorSpan {
 
 class MessageView {
  public:
-  // One buffer of `count` elements.
+  // One buffer of `count` elements. Held inline: the small-message path makes
+  // two of these per call and allocates nothing.
   MessageView(const void* data, std::size_t count, std::size_t elem_size)
-      : spans_{{static_cast<std::byte*>(const_cast<void*>(data)), count, 1.0}},
-        starts_{0, count},
+      : single_{static_cast<std::byte*>(const_cast<void*>(data)), count, 1.0},
+        is_single_(true),
         elem_size_(elem_size) {}
   // The concatenation of `spans`.
   MessageView(std::vector<TensorSpan> spans, std::size_t elem_size)
@@ -32,12 +33,15 @@ class MessageView {
     for (const TensorSpan& s : spans_) starts_.push_back(starts_.back() + s.count);
   }
 
-  std::size_t count() const { return starts_.back(); }
+  std::size_t count() const { return is_single_ ? single_.count : starts_.back(); }
   // One buffer (a single span): its start, else nullptr.
-  std::byte* contiguous_data() const { return spans_.size() == 1 ? spans_.front().data : nullptr; }
+  std::byte* contiguous_data() const {
+    if (is_single_) return single_.data;
+    return spans_.size() == 1 ? spans_.front().data : nullptr;
+  }
   bool scaled() const {
-    return std::any_of(spans_.begin(), spans_.end(),
-                       [](const TensorSpan& s) { return s.out_scale != 1.0; });
+    return !is_single_ && std::any_of(spans_.begin(), spans_.end(),
+                                      [](const TensorSpan& s) { return s.out_scale != 1.0; });
   }
 
   // f(std::byte* data, std::size_t at, std::size_t n, double out_scale) for each
@@ -45,6 +49,10 @@ class MessageView {
   template <typename F>
   void for_each_run(std::size_t offset, std::size_t count, F&& f) const {
     if (count == 0) return;
+    if (is_single_) {
+      f(single_.data + offset * elem_size_, std::size_t{0}, count, single_.out_scale);
+      return;
+    }
     auto it = std::upper_bound(starts_.begin(), starts_.end(), offset);
     auto s = static_cast<std::size_t>(it - starts_.begin()) - 1;
     std::size_t at = 0;
@@ -59,7 +67,9 @@ class MessageView {
   }
 
  private:
-  std::vector<TensorSpan> spans_;
+  TensorSpan single_;  // the one buffer, where is_single_
+  bool is_single_ = false;
+  std::vector<TensorSpan> spans_;    // else the tensors
   std::vector<std::size_t> starts_;  // element offset of each span, then the total
   std::size_t elem_size_;
 };

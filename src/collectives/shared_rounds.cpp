@@ -3,6 +3,7 @@
 #include "collectives/shared_phases.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace concord::detail {
 namespace {
@@ -27,13 +28,29 @@ int result_region(std::uint64_t round) {
   return 2 + static_cast<int>(round % 2);
 }
 
-// The source pointers of one reduce_many call, kept per thread: no allocation
-// on the small-message path.
-std::vector<const void*>& source_list(std::size_t n) {
-  thread_local std::vector<const void*> sources;
-  if (sources.size() < n) sources.resize(n);
-  return sources;
-}
+// The source pointers of one reduce_many call (one per rank of the arena): on
+// the stack up to kInlineSources ranks, so the small-message path neither
+// allocates nor looks up a thread-local; else in a vector kept per thread.
+class SourceList {
+ public:
+  explicit SourceList(std::size_t n) : data_(n <= kInlineSources ? inline_.data() : spill(n)) {}
+  SourceList(const SourceList&) = delete;
+  SourceList& operator=(const SourceList&) = delete;
+
+  const void*& operator[](std::size_t i) { return data_[i]; }
+  const void* const* data() const { return data_; }
+
+ private:
+  static constexpr std::size_t kInlineSources = 16;
+  static const void** spill(std::size_t n) {
+    thread_local std::vector<const void*> sources;
+    if (sources.size() < n) sources.resize(n);
+    return sources.data();
+  }
+
+  std::array<const void*, kInlineSources> inline_;  // written before it is read
+  const void** data_;
+};
 
 }  // namespace
 
@@ -50,8 +67,8 @@ std::uint64_t SharedRounds::begin_round() {
 }
 
 void SharedRounds::wait_all(std::uint64_t value) const {
-  for (int peer = 0; peer < arena_.size(); ++peer) {
-    if (peer != arena_.rank()) arena_.wait_for(peer, value);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) arena_.wait_for(peer, value);
   }
 }
 
@@ -63,11 +80,11 @@ std::size_t SharedRounds::region_offset(const std::vector<Piece>& pieces, std::s
 
 void SharedRounds::contribute(std::uint64_t round, const MessageView& src,
                               const std::vector<Piece>& pieces) {
-  std::byte* mine = arena_.region(arena_.rank(), input_region(round));
+  std::byte* mine = arena_.region(rank_, input_region(round));
   const std::size_t esize = ctx_.elem_size;
   std::size_t at = 0;
   for (std::size_t j = 0; j < pieces.size(); ++j) {
-    if (static_cast<int>(j) != arena_.rank()) {
+    if (static_cast<int>(j) != rank_) {
       src.for_each_run(pieces[j].offset, pieces[j].count,
                        [&](const std::byte* p, std::size_t off, std::size_t n, double) {
                          ctx_.exec->copy(mine + at + off * esize, p, n * esize);
@@ -79,7 +96,7 @@ void SharedRounds::contribute(std::uint64_t round, const MessageView& src,
 
 void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src, std::byte* out,
                                     const std::vector<Piece>& pieces) {
-  const int me = arena_.rank();
+  const int me = rank_;
   const Piece& piece = pieces[static_cast<std::size_t>(me)];
   if (piece.count == 0) return;
   const std::size_t esize = ctx_.elem_size;
@@ -88,7 +105,7 @@ void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src,
   // in rank order. Only this rank reduces this piece, so every rank ends up
   // with these bits; out may be the own input itself (in place).
   int first_peer = me == 0 ? 1 : 0;
-  if (arena_.size() == 1) {
+  if (size_ == 1) {
     src.for_each_run(piece.offset, piece.count,
                      [&](const std::byte* p, std::size_t off, std::size_t n, double) {
                        ctx_.exec->copy(out + off * esize, p, n * esize);
@@ -96,12 +113,12 @@ void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src,
     return;
   }
   // Sources in rank order after the own input: [own, peers...]; one call per run.
-  std::vector<const void*>& sources = source_list(static_cast<std::size_t>(arena_.size()));
+  SourceList sources(static_cast<std::size_t>(size_));
   src.for_each_run(piece.offset, piece.count,
                    [&](const std::byte* p, std::size_t off, std::size_t n, double) {
                      std::size_t k = 0;
                      sources[k++] = p;
-                     for (int peer = first_peer; peer < arena_.size(); ++peer) {
+                     for (int peer = first_peer; peer < size_; ++peer) {
                        if (peer != me) {
                          sources[k++] = arena_.region(peer, input_region(round)) + at + off * esize;
                        }
@@ -131,19 +148,19 @@ void SharedRounds::direct(const MessageView& src, const MessageView& dst) {
   const int in = input_region(round);
   const std::size_t count = src.count();
   const std::size_t esize = ctx_.elem_size;
-  std::byte* mine = arena_.region(arena_.rank(), in);
+  std::byte* mine = arena_.region(rank_, in);
   src.for_each_run(0, count, [&](const std::byte* p, std::size_t off, std::size_t n, double) {
     ctx_.exec->copy(mine + off * esize, p, n * esize);
   });
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
   // Everyone reduces in the same order from the same copies: identical bits.
-  std::vector<const void*>& sources = source_list(static_cast<std::size_t>(arena_.size()));
+  SourceList sources(static_cast<std::size_t>(size_));
   dst.for_each_run(0, count, [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
-    for (int peer = 0; peer < arena_.size(); ++peer) {
+    for (int peer = 0; peer < size_; ++peer) {
       sources[static_cast<std::size_t>(peer)] = arena_.region(peer, in) + off * esize;
     }
-    ctx_.exec->reduce_many(p, sources.data(), static_cast<std::size_t>(arena_.size()), n);
+    ctx_.exec->reduce_many(p, sources.data(), static_cast<std::size_t>(size_), n);
     if (factor != 1.0) ctx_.exec->scale(p, n, factor);
   });
   publish(counter(round, Step::Done));
@@ -158,7 +175,7 @@ void SharedRounds::reduce_scatter(const void* src, void* dst, const std::vector<
   contribute(round, view, pieces);
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
-  const auto me = static_cast<std::size_t>(arena_.rank());
+  const auto me = static_cast<std::size_t>(rank_);
   if (me < pieces.size()) {
     auto* out = static_cast<std::byte*>(dst) + pieces[me].offset * ctx_.elem_size;
     reduce_own_piece(round, view, out, pieces);
@@ -169,7 +186,7 @@ void SharedRounds::reduce_scatter(const void* src, void* dst, const std::vector<
 void SharedRounds::allgather(void* dst, const std::vector<Piece>& pieces) {
   const std::uint64_t round = begin_round();
   auto* d = static_cast<std::byte*>(dst);
-  const int me = arena_.rank();
+  const int me = rank_;
   const auto mine = static_cast<std::size_t>(me);
   if (mine < pieces.size() && pieces[mine].count != 0) {
     ctx_.exec->copy(arena_.region(me, result_region(round)),
@@ -196,11 +213,11 @@ void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
   clock.lap(ShmPhase::WaitInputs);
-  const auto mine = static_cast<std::size_t>(arena_.rank());
+  const auto mine = static_cast<std::size_t>(rank_);
   if (mine < pieces.size()) {
     // Reduce into the result region (hot in this core's cache, read by peers
     // next), publish, and only then copy it out.
-    reduce_own_piece(round, src, arena_.region(arena_.rank(), result_region(round)), pieces);
+    reduce_own_piece(round, src, arena_.region(rank_, result_region(round)), pieces);
   }
   clock.lap(ShmPhase::Reduce);
   publish(counter(round, Step::PieceReduced));
@@ -235,17 +252,17 @@ const BufferAddresses& addresses_of(const SharedArena& arena, int owner, std::ui
 
 void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::byte* src,
                                                 std::byte* dst, const Piece& piece) {
-  const int me = arena_.rank();
+  const int me = rank_;
   const std::size_t bytes = piece.count * ctx_.elem_size;
   const std::size_t at = piece.offset * ctx_.elem_size;
-  const auto ranks = static_cast<std::size_t>(arena_.size());
+  const auto ranks = static_cast<std::size_t>(size_);
   // One bounce slot per peer, at most a region in all: it stays in cache
   // between the read and the reduction.
   std::byte* bounce = ctx_.exec->scratch(bytes * (ranks - 1));
-  std::vector<const void*>& sources = source_list(ranks);
+  SourceList sources(ranks);
   std::size_t k = 0;
   sources[k++] = src + at;
-  for (int peer = 0; peer < arena_.size(); ++peer) {
+  for (int peer = 0; peer < size_; ++peer) {
     if (peer == me) continue;
     std::byte* slot = bounce + (k - 1) * bytes;
     arena_.read_peer(peer, slot, addresses_of(arena_, peer, round).src + at, bytes);
@@ -259,13 +276,12 @@ void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
   ShmPhaseClock clock;
   const std::uint64_t round = begin_round();
   clock.lap(ShmPhase::WaitSlot);
-  auto* mine =
-      reinterpret_cast<BufferAddresses*>(arena_.region(arena_.rank(), input_region(round)));
+  auto* mine = reinterpret_cast<BufferAddresses*>(arena_.region(rank_, input_region(round)));
   *mine = {src, dst};
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
   clock.lap(ShmPhase::WaitInputs);
-  const auto me = static_cast<std::size_t>(arena_.rank());
+  const auto me = static_cast<std::size_t>(rank_);
   if (me < pieces.size() && pieces[me].count != 0) {
     reduce_own_piece_single_copy(round, src, dst, pieces[me]);
   }

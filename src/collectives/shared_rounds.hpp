@@ -28,7 +28,8 @@ struct Piece {
 
 class SharedRounds {
  public:
-  SharedRounds(SharedArena& arena, const ReduceContext& ctx) : arena_(arena), ctx_(ctx) {}
+  SharedRounds(SharedArena& arena, const ReduceContext& ctx)
+      : arena_(arena), ctx_(ctx), rank_(arena.rank()), size_(arena.size()) {}
 
   // Elements of this dtype that fit in one region.
   std::size_t region_elements() const { return arena_.region_bytes() / ctx_.elem_size; }
@@ -86,6 +87,9 @@ class SharedRounds {
 
   SharedArena& arena_;
   ReduceContext ctx_;
+  // The arena's rank and size, asked once (virtual calls) instead of in every loop.
+  const int rank_;
+  const int size_;
   bool stream_output_ = false;
 };
 

@@ -45,6 +45,27 @@ double parse_seconds(const char* name, const std::string& value, double max) {
   return result;
 }
 
+// The engine's settings (fusion threshold, cycle time, stall limits, timeline) and the
+// transports' timeout.
+void parse_engine_settings(const EnvLookup& lookup, Config& config) {
+  if (auto v = lookup("CONCORD_FUSION_THRESHOLD"); v && !v->empty()) {
+    config.fusion_threshold = parse_unsigned("CONCORD_FUSION_THRESHOLD", *v, 0, 1ull << 34);
+  }
+  if (auto v = lookup("CONCORD_CYCLE_TIME_MS"); v && !v->empty()) {
+    config.cycle_time_ms = parse_seconds("CONCORD_CYCLE_TIME_MS", *v, 10000);
+  }
+  if (auto v = lookup("CONCORD_STALL_WARNING_S"); v && !v->empty()) {
+    config.stall_warning_s = parse_seconds("CONCORD_STALL_WARNING_S", *v, 1e7);
+  }
+  if (auto v = lookup("CONCORD_STALL_TIMEOUT_S"); v && !v->empty()) {
+    config.stall_timeout_s = parse_seconds("CONCORD_STALL_TIMEOUT_S", *v, 1e7);
+  }
+  if (auto v = lookup("CONCORD_TRANSPORT_TIMEOUT_S"); v && !v->empty()) {
+    config.transport_timeout_s = parse_seconds("CONCORD_TRANSPORT_TIMEOUT_S", *v, 1e7);
+  }
+  if (auto v = lookup("CONCORD_TIMELINE")) config.timeline_path = *v;
+}
+
 }  // namespace
 
 Config parse_config(const EnvLookup& lookup) {
@@ -87,22 +108,7 @@ Config parse_config(const EnvLookup& lookup) {
     config.shm_cma = parse_bool("CONCORD_SHM_CMA", *v);
   if (auto v = lookup("CONCORD_SHM_PHASE_TIMES"); v && !v->empty())
     config.shm_phase_times = parse_bool("CONCORD_SHM_PHASE_TIMES", *v);
-  if (auto v = lookup("CONCORD_FUSION_THRESHOLD"); v && !v->empty()) {
-    config.fusion_threshold = parse_unsigned("CONCORD_FUSION_THRESHOLD", *v, 0, 1ull << 34);
-  }
-  if (auto v = lookup("CONCORD_CYCLE_TIME_MS"); v && !v->empty()) {
-    config.cycle_time_ms = parse_seconds("CONCORD_CYCLE_TIME_MS", *v, 10000);
-  }
-  if (auto v = lookup("CONCORD_STALL_WARNING_S"); v && !v->empty()) {
-    config.stall_warning_s = parse_seconds("CONCORD_STALL_WARNING_S", *v, 1e7);
-  }
-  if (auto v = lookup("CONCORD_STALL_TIMEOUT_S"); v && !v->empty()) {
-    config.stall_timeout_s = parse_seconds("CONCORD_STALL_TIMEOUT_S", *v, 1e7);
-  }
-  if (auto v = lookup("CONCORD_TRANSPORT_TIMEOUT_S"); v && !v->empty()) {
-    config.transport_timeout_s = parse_seconds("CONCORD_TRANSPORT_TIMEOUT_S", *v, 1e7);
-  }
-  if (auto v = lookup("CONCORD_TIMELINE")) config.timeline_path = *v;
+  parse_engine_settings(lookup, config);
   if (auto v = lookup("CONCORD_POINTER_CACHE_ENTRIES"); v && !v->empty()) {
     config.pointer_cache_entries =
         parse_unsigned("CONCORD_POINTER_CACHE_ENTRIES", *v, 0, 1ull << 24);
