@@ -232,7 +232,7 @@ void EngineCore::loop() {
 
 void EngineCore::cycles() {
   Negotiator negotiator(control_.mpi_comm(), control_.rank(), control_.size(), stall_,
-                        config().transport_timeout_s);
+                        config().transport_timeout_s, cycle_time_ms_ / 1000);
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(cycle_time_ms_));
   for (;;) {

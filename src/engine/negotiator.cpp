@@ -101,8 +101,16 @@ class Reader {
 
 }  // namespace
 
-Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s)
-    : control_(control), rank_(rank), size_(size), timeout_s_(timeout_s), stalls_(rank, stall) {
+Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s,
+                       double cycle_s)
+    : control_(control),
+      rank_(rank),
+      size_(size),
+      timeout_s_(timeout_s),
+      // A live peer may sleep out its cycle time before it enters the next
+      // exchange (EngineCore::cycles): that is not silence, so it is added.
+      wait_limit_s_(timeout_s > 0 ? timeout_s + cycle_s : 0),
+      stalls_(rank, stall) {
   check_mpi(MPI_Op_create(&combine_cycle_bits, 1, &bits_op_), "MPI_Op_create", rank);
 }
 
@@ -146,22 +154,24 @@ std::vector<std::uint64_t> Negotiator::exchange_bits(std::vector<std::uint64_t> 
             "MPI_Iallreduce", rank_);
   // Shutting down, a peer may be gone for good: give up quietly (the engine
   // stops either way). Otherwise the transport's deadline, see negotiation_timeout().
-  const double limit = give_up_after_s > 0 ? give_up_after_s : timeout_s_;
+  const double limit = give_up_after_s > 0 ? give_up_after_s : wait_limit_s_;
   gave_up = !wait_request(request, limit, rank_, local);
   if (gave_up && give_up_after_s <= 0) throw negotiation_timeout("MPI_Iallreduce");
   return local;
 }
 
-// Every rank's engine thread cycles every cycle_time_ms whether or not its
-// application submits anything (EngineCore::cycles), so a live peer enters each
-// exchange within a cycle of this rank, or of finishing its part of the last
-// cycle's collectives, whose messages the transport's deadline bounds already.
-// No exchange, the first of a cycle included, waits legitimately for anything
-// the application does (validation, a checkpoint): on a live job every one
-// completes within milliseconds. The transport's deadline, meant for "no message
-// for this long", is then a limit that only a stopped or unreachable peer
-// reaches; a collective cannot say which peer it waits on, so the error names
-// every other rank.
+// Why the transport's deadline (plus one cycle) fits every negotiation wait, the
+// first exchange of a cycle included: every rank's engine thread cycles every
+// cycle_time_ms whether or not its application submits anything
+// (EngineCore::cycles), so the exchanges never wait for the application (a
+// validation pass, a checkpoint, a slow input pipeline). A live peer enters the
+// next exchange once it has slept out its cycle (added to the limit) and
+// finished its part of the last cycle's collectives, which every rank runs
+// together, message by message, under the same deadline in the transport; the
+// later exchanges of a cycle follow the first at once. So on a live job every
+// wait ends in about a cycle, and only a peer that is dead, stopped or behind a
+// dead link reaches the limit. A collective cannot say which peer it waits on:
+// the error names every other rank.
 Error Negotiator::negotiation_timeout(const char* call) const {
   std::vector<std::string> peers;
   for (int r = 0; r < size_; ++r) {
@@ -193,7 +203,9 @@ std::vector<std::vector<std::uint64_t>> Negotiator::gather_ready_bits(
   check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), static_cast<int>(words),
                            MPI_UINT64_T, control_, &request),
             "MPI_Iallgather", rank_);
-  if (!wait_request(request, timeout_s_, rank_, all)) throw negotiation_timeout("MPI_Iallgather");
+  if (!wait_request(request, wait_limit_s_, rank_, all)) {
+    throw negotiation_timeout("MPI_Iallgather");
+  }
   std::vector<std::vector<std::uint64_t>> by_rank(static_cast<std::size_t>(size_));
   for (std::size_t r = 0; r < by_rank.size(); ++r) {
     by_rank[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * words),
@@ -217,15 +229,16 @@ std::vector<std::vector<Negotiator::Announcement>> Negotiator::exchange_announce
   check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, counts.data(), 1, MPI_INT, control_,
                            &request),
             "MPI_Iallgather", rank_);
-  if (!wait_request(request, timeout_s_, rank_, counts))
+  if (!wait_request(request, wait_limit_s_, rank_, counts)) {
     throw negotiation_timeout("MPI_Iallgather");
+  }
   std::vector<int> displs(counts.size(), 0);
   for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
   std::vector<std::byte> all(static_cast<std::size_t>(displs.back() + counts.back()));
   check_mpi(MPI_Iallgatherv(w.bytes.data(), my_bytes, MPI_BYTE, all.data(), counts.data(),
                             displs.data(), MPI_BYTE, control_, &request),
             "MPI_Iallgatherv", rank_);
-  if (!wait_request(request, timeout_s_, rank_, w.bytes, all, counts, displs)) {
+  if (!wait_request(request, wait_limit_s_, rank_, w.bytes, all, counts, displs)) {
     throw negotiation_timeout("MPI_Iallgatherv");
   }
 

@@ -34,9 +34,11 @@ namespace concord::detail {
 class Negotiator {
  public:
   // `timeout_s` bounds every wait for the other ranks (the transport's deadline,
-  // CONCORD_TRANSPORT_TIMEOUT_S; 0 waits forever): past it cycle() throws
-  // ErrorCode::Timeout and this negotiator is unusable.
-  Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s);
+  // CONCORD_TRANSPORT_TIMEOUT_S; 0 waits forever), plus the `cycle_s` a peer may
+  // sleep between cycles: past it cycle() throws ErrorCode::Timeout and this
+  // negotiator is unusable.
+  Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s,
+             double cycle_s);
   ~Negotiator();
   Negotiator(const Negotiator&) = delete;
   Negotiator& operator=(const Negotiator&) = delete;
@@ -111,7 +113,8 @@ class Negotiator {
   MPI_Comm control_;
   int rank_;
   int size_;
-  double timeout_s_;
+  double timeout_s_;     // as the user set it, for the message
+  double wait_limit_s_;  // what a wait allows: timeout_s_ and a cycle; 0: forever
   StallMonitor stalls_;
   MPI_Op bits_op_ = MPI_OP_NULL;
 
