@@ -14,8 +14,9 @@ enum class ErrorCode {
   Internal = 5,         // a broken invariant inside concord: please report it
   SystemError = 6,      // an operating-system call failed (e.g. shared memory); names the call
   Shutdown = 7,         // the engine shut down before the operation completed
-  Timeout = 8,          // a peer did not submit a tensor (CONCORD_STALL_TIMEOUT_S) or send
-                        // a message (CONCORD_TRANSPORT_TIMEOUT_S) in time
+  Timeout = 8,          // a peer did not submit a tensor (CONCORD_STALL_TIMEOUT_S), or send
+                        // a message or answer the engine's negotiation
+                        // (CONCORD_TRANSPORT_TIMEOUT_S) in time
 };
 
 std::string_view to_string(ErrorCode code) noexcept;

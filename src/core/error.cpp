@@ -22,7 +22,7 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::Shutdown:
       return "engine shut down";
     case ErrorCode::Timeout:
-      return "stall timeout";
+      return "timeout";
   }
   return "unknown error";
 }

@@ -155,6 +155,7 @@ std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works)
   std::vector<Handle> handles;
   {
     std::lock_guard lock(mutex_);
+    if (stop_error_) throw *stop_error_;  // why it stopped, not just that it did
     if (stopped_ || stop_requested_) {
       throw Error(ErrorCode::Shutdown, data_.rank(), "Engine: enqueue after shutdown");
     }
@@ -187,19 +188,28 @@ void EngineCore::complete(const std::shared_ptr<Work>& work, std::optional<Error
 }
 
 void EngineCore::loop() {
+  std::optional<Error> failure;
   try {
     cycles();
   } catch (...) {
-    // The negotiator could not be made, or a cycle failed: the ranks no longer
-    // agree, so this engine stops (its peers stop on their next cycle with it,
-    // or give up on it when they shut down).
+    // The negotiator could not be made, or a cycle failed (a peer timed out:
+    // ErrorCode::Timeout): the ranks no longer agree, so this engine stops (its
+    // peers stop on their next cycle with it, or time out on it themselves).
     report_stop(std::current_exception(), data_.rank());
+    try {
+      failure = to_error(std::current_exception(), data_.rank(), "Engine");
+    } catch (...) {
+      failure.reset();  // no memory for the message: the handles say "shut down" below
+    }
   }
-  // Fail what is left: whatever was submitted and has not completed.
+  // Fail what is left: whatever was submitted and has not completed. After a
+  // failure every handle, and every later submit, gets the failure's code and
+  // message, so the application learns why (a dead peer) and not just "stopped".
   std::vector<std::shared_ptr<Work>> left;
   {
     std::lock_guard lock(mutex_);
     stopped_ = true;
+    stop_error_ = failure;
     queue_.clear();
     left.reserve(in_flight_.size());
     for (const auto& [name, w] : in_flight_) left.push_back(w);
@@ -208,8 +218,12 @@ void EngineCore::loop() {
     // Every handle must complete, even if formatting its message fails.
     std::optional<Error> error;
     try {
-      error.emplace(ErrorCode::Shutdown, data_.rank(),
-                    fmt::format("Engine: tensor '{}': the engine shut down first", w->name));
+      if (failure) {
+        error.emplace(*failure);
+      } else {
+        error.emplace(ErrorCode::Shutdown, data_.rank(),
+                      fmt::format("Engine: tensor '{}': the engine shut down first", w->name));
+      }
     } catch (...) {
       error.emplace(ErrorCode::Shutdown, data_.rank(), "Engine: the engine shut down first");
     }
@@ -218,7 +232,8 @@ void EngineCore::loop() {
 }
 
 void EngineCore::cycles() {
-  Negotiator negotiator(control_.mpi_comm(), control_.rank(), control_.size(), stall_);
+  Negotiator negotiator(control_.mpi_comm(), control_.rank(), control_.size(), stall_,
+                        config().transport_timeout_s, cycle_time_ms_ / 1000);
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(cycle_time_ms_));
   for (;;) {

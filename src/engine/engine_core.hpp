@@ -106,13 +106,15 @@ class EngineCore {
   DeviceBucketStatePtr device_buckets_;  // device fusion buffer and stream, made on first use
   TaskThread packer_;
 
-  std::mutex mutex_;  // guards queue_, in_flight_, stopped_; stop_requested_ is set under it
+  // Guards queue_, in_flight_, stopped_, stop_error_; stop_requested_ is set under it.
+  std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::shared_ptr<Work>> queue_;
   // Every work submitted and not yet completed, wherever it is (queue_, the
   // negotiator, a bucket): the engine fails what is left here when it stops.
   std::unordered_map<std::string, std::shared_ptr<Work>> in_flight_;
   bool stopped_ = false;
+  std::optional<Error> stop_error_;  // why the engine stopped, if a cycle failed
   std::atomic<bool> stop_requested_{false};
   std::mutex join_mutex_;  // one shutdown() joins at a time
   // thread_'s id, which join() resets: on_engine_thread() reads this copy.

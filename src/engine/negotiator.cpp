@@ -1,12 +1,14 @@
 #include "engine/negotiator.hpp"
 
 #include "core/mpi_check.hpp"
+#include "core/mpi_wait.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
-
-#include <sched.h>
+#include <mutex>
 
 namespace concord::detail {
 namespace {
@@ -34,29 +36,28 @@ void set_bit(std::uint64_t* words, std::size_t id) {
   words[id / 64] |= std::uint64_t{1} << (id % 64);
 }
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Polls a request: briefly busy, then yielding, then sleeping 50 us between
-// polls. Negotiation waits for the slowest rank's next cycle, often a whole
-// training step; spinning that long would take the core from the framework's
-// own threads. Returns false if `give_up_after_s` > 0 passed first.
-bool wait_request(MPI_Request& request, double give_up_after_s, int rank) {
-  const auto start = Clock::now();
-  for (int polls = 0;; ++polls) {
-    int done = 0;
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", rank);
-    if (done) return true;
-    if (polls > 1000) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    } else if (polls > 100) {
-      sched_yield();
-    }
-    if (give_up_after_s > 0 && polls % 64 == 0 && seconds_since(start) > give_up_after_s) {
-      return false;
-    }
+// Waits for a negotiation request for at most `limit_s` (0: forever), polling
+// gently (Patience::Idle: the first exchange waits for the slowest rank's next
+// cycle). Past the limit the request is abandoned: MPI still owns it and may yet
+// write `buffers` (the peer may come back, or the link), and a nonblocking
+// collective can be neither freed nor cancelled, so the buffers move (their heap
+// storage with them) to a list kept for the life of the process and the request
+// is never waited on again. Returns false then.
+template <typename... Buffers>
+bool wait_request(MPI_Request& request, double limit_s, int rank, Buffers&... buffers) {
+  const PollResult result =
+      poll_until_done([&](int* done) { return MPI_Test(&request, done, MPI_STATUS_IGNORE); },
+                      limit_s, Patience::Idle);
+  if (result.timed_out) {
+    static std::mutex kept_mutex;
+    static std::vector<std::shared_ptr<void>> kept;
+    std::lock_guard lock(kept_mutex);
+    (kept.push_back(std::make_shared<Buffers>(std::move(buffers))), ...);
+    request = MPI_REQUEST_NULL;
+    return false;
   }
+  check_mpi(result.rc, "MPI_Test", rank);
+  return true;
 }
 
 // Announcements travel as bytes: fail flag, name, signature fields.
@@ -100,8 +101,16 @@ class Reader {
 
 }  // namespace
 
-Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall)
-    : control_(control), rank_(rank), size_(size), stalls_(rank, stall) {
+Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s,
+                       double cycle_s)
+    : control_(control),
+      rank_(rank),
+      size_(size),
+      timeout_s_(timeout_s),
+      // A live peer may sleep out its cycle time before it enters the next
+      // exchange (EngineCore::cycles): that is not silence, so it is added.
+      wait_limit_s_(timeout_s > 0 ? timeout_s + cycle_s : 0),
+      stalls_(rank, stall) {
   check_mpi(MPI_Op_create(&combine_cycle_bits, 1, &bits_op_), "MPI_Op_create", rank);
 }
 
@@ -143,19 +152,60 @@ std::vector<std::uint64_t> Negotiator::exchange_bits(std::vector<std::uint64_t> 
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, local.data(), static_cast<int>(local.size()), MPI_UINT64_T,
                            bits_op_, control_, &request),
             "MPI_Iallreduce", rank_);
-  gave_up = !wait_request(request, give_up_after_s, rank_);
+  // Shutting down, a peer may be gone for good: give up quietly (the engine
+  // stops either way). Otherwise the transport's deadline, see negotiation_timeout().
+  const double limit = give_up_after_s > 0 ? give_up_after_s : wait_limit_s_;
+  gave_up = !wait_request(request, limit, rank_, local);
+  if (gave_up && give_up_after_s <= 0) throw negotiation_timeout("MPI_Iallreduce");
   return local;
+}
+
+// Why the transport's deadline (plus one cycle) fits every negotiation wait, the
+// first exchange of a cycle included: every rank's engine thread cycles every
+// cycle_time_ms whether or not its application submits anything
+// (EngineCore::cycles), so the exchanges never wait for the application (a
+// validation pass, a checkpoint, a slow input pipeline). A live peer enters the
+// next exchange once it has slept out its cycle (added to the limit) and
+// finished its part of the last cycle's collectives, which every rank runs
+// together, message by message, under the same deadline in the transport; the
+// later exchanges of a cycle follow the first at once. So on a live job every
+// wait ends in about a cycle, and only a peer that is dead, stopped or behind a
+// dead link reaches the limit. A collective cannot say which peer it waits on:
+// the error names every other rank.
+Error Negotiator::negotiation_timeout(const char* call) const {
+  std::vector<std::string> peers;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) peers.push_back(describe_peer(control_, r));
+  }
+  constexpr std::size_t kNamed = 8;
+  std::string waiting_on;
+  if (peers.size() == 1) {
+    waiting_on = fmt::format("{} in the engine's negotiation ({})", peers[0], call);
+  } else {
+    const std::size_t more = peers.size() > kNamed ? peers.size() - kNamed : 0;
+    peers.resize(std::min(peers.size(), kNamed));
+    waiting_on = fmt::format("the engine's negotiation ({}) with {}{} (any of them)", call,
+                             fmt::join(peers, ", "),
+                             more > 0 ? fmt::format(" and {} more ranks", more) : "");
+  }
+  return timeout_error(rank_, timeout_s_, waiting_on,
+                       "the engine stops and every pending and later operation fails");
 }
 
 std::vector<std::vector<std::uint64_t>> Negotiator::gather_ready_bits(
     const std::vector<std::uint64_t>& mine) {
   const std::size_t words = mine.size();
   std::vector<std::uint64_t> all(words * static_cast<std::size_t>(size_));
+  std::copy(mine.begin(), mine.end(),
+            all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(rank_) * words));
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallgather(mine.data(), static_cast<int>(words), MPI_UINT64_T, all.data(),
-                           static_cast<int>(words), MPI_UINT64_T, control_, &request),
+  // In place: the one buffer MPI touches is ours to keep if the wait times out.
+  check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), static_cast<int>(words),
+                           MPI_UINT64_T, control_, &request),
             "MPI_Iallgather", rank_);
-  wait_request(request, 0, rank_);
+  if (!wait_request(request, wait_limit_s_, rank_, all)) {
+    throw negotiation_timeout("MPI_Iallgather");
+  }
   std::vector<std::vector<std::uint64_t>> by_rank(static_cast<std::size_t>(size_));
   for (std::size_t r = 0; r < by_rank.size(); ++r) {
     by_rank[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * words),
@@ -172,19 +222,25 @@ std::vector<std::vector<Negotiator::Announcement>> Negotiator::exchange_announce
     w.put_string(a.name);
     w.put(a.sig);
   }
-  int my_bytes = static_cast<int>(w.bytes.size());
+  const int my_bytes = static_cast<int>(w.bytes.size());
   std::vector<int> counts(static_cast<std::size_t>(size_));
+  counts[static_cast<std::size_t>(rank_)] = my_bytes;
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallgather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, control_, &request),
+  check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, counts.data(), 1, MPI_INT, control_,
+                           &request),
             "MPI_Iallgather", rank_);
-  wait_request(request, 0, rank_);
+  if (!wait_request(request, wait_limit_s_, rank_, counts)) {
+    throw negotiation_timeout("MPI_Iallgather");
+  }
   std::vector<int> displs(counts.size(), 0);
   for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
   std::vector<std::byte> all(static_cast<std::size_t>(displs.back() + counts.back()));
   check_mpi(MPI_Iallgatherv(w.bytes.data(), my_bytes, MPI_BYTE, all.data(), counts.data(),
                             displs.data(), MPI_BYTE, control_, &request),
             "MPI_Iallgatherv", rank_);
-  wait_request(request, 0, rank_);
+  if (!wait_request(request, wait_limit_s_, rank_, w.bytes, all, counts, displs)) {
+    throw negotiation_timeout("MPI_Iallgatherv");
+  }
 
   std::vector<std::vector<Announcement>> by_rank(counts.size());
   for (std::size_t r = 0; r < counts.size(); ++r) {

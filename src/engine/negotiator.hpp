@@ -33,7 +33,12 @@ namespace concord::detail {
 
 class Negotiator {
  public:
-  Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall);
+  // `timeout_s` bounds every wait for the other ranks (the transport's deadline,
+  // CONCORD_TRANSPORT_TIMEOUT_S; 0 waits forever), plus the `cycle_s` a peer may
+  // sleep between cycles: past it cycle() throws ErrorCode::Timeout and this
+  // negotiator is unusable.
+  Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s,
+             double cycle_s);
   ~Negotiator();
   Negotiator(const Negotiator&) = delete;
   Negotiator& operator=(const Negotiator&) = delete;
@@ -47,7 +52,8 @@ class Negotiator {
   // One cycle: adds `fresh` work, agrees with the other ranks, returns what runs
   // now. Collective over the control communicator. `give_up_after_s` > 0 bounds
   // the wait for peers (used when shutting down: they may be gone); on expiry
-  // the outcome says shutdown.
+  // the outcome says shutdown. Otherwise a wait past `timeout_s` throws
+  // ErrorCode::Timeout (negotiation_timeout()).
   Outcome cycle(std::vector<std::shared_ptr<Work>> fresh, bool want_shutdown,
                 double give_up_after_s = 0);
 
@@ -80,6 +86,8 @@ class Negotiator {
       const std::vector<Announcement>& mine);
   std::vector<std::vector<std::uint64_t>> gather_ready_bits(const std::vector<std::uint64_t>& mine);
   std::optional<std::size_t> cached_id(const Work& work) const;
+  // The error of a negotiation wait past the deadline; `call` is the MPI call.
+  Error negotiation_timeout(const char* call) const;
   void apply_announcements(const std::vector<std::vector<Announcement>>& all, Outcome& out);
 
   // Join (negotiator_join.cpp). A join is announced by name and never cached,
@@ -105,6 +113,8 @@ class Negotiator {
   MPI_Comm control_;
   int rank_;
   int size_;
+  double timeout_s_;     // as the user set it, for the message
+  double wait_limit_s_;  // what a wait allows: timeout_s_ and a cycle; 0: forever
   StallMonitor stalls_;
   MPI_Op bits_op_ = MPI_OP_NULL;
 

@@ -2,6 +2,7 @@
 
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
+#include "core/mpi_wait.hpp"
 
 #include <concord/error.hpp>
 
@@ -9,10 +10,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
-
-#include <sched.h>
 
 namespace concord::detail {
 
@@ -94,47 +92,9 @@ Request MpiTransport::irecv(int peer, void* buf, std::size_t bytes, int tag) {
   return Request{slot};
 }
 
-namespace {
-
-// What a poll ended with: MPI's return code, or that the deadline passed first.
-struct PollResult {
-  int rc = MPI_SUCCESS;
-  bool timed_out = false;
-};
-
-// Polls `test` (which drives MPI progress) until it reports completion or
-// `timeout_s` (0: never) passes. After a short spin the wait yields the core
-// between polls: MPICH's own MPI_Wait spins without yielding, which makes runs
-// with more ranks than cores crawl (each message then waits for a scheduler
-// time slice). The clock is read only every few thousand polls, so the deadline
-// costs nothing on the fast path.
-template <typename Test>
-PollResult poll_until_done(Test&& test, double timeout_s) {
-  constexpr int kSpinsBeforeYield = 2000;
-  constexpr int kPollsPerClockRead = 4096;
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  for (int spins = 0;; ++spins) {
-    int done = 0;
-    if (int rc = test(&done); rc != MPI_SUCCESS) return {rc, false};
-    if (done) return {};
-    if (spins >= kSpinsBeforeYield) sched_yield();
-    if (timeout_s > 0 && spins % kPollsPerClockRead == kPollsPerClockRead - 1 &&
-        std::chrono::duration<double>(Clock::now() - start).count() > timeout_s) {
-      return {MPI_SUCCESS, true};
-    }
-  }
-}
-
-}  // namespace
-
 void MpiTransport::throw_timeout(const std::string& waiting_on) {
   timed_out_ = true;
-  throw Error(ErrorCode::Timeout, rank_,
-              fmt::format("no message completed for {} s while waiting on {}: the peer may have "
-                          "died or its network link gone down; this communicator is unusable "
-                          "(CONCORD_TRANSPORT_TIMEOUT_S sets the limit, 0 waits forever)",
-                          timeout_s_, waiting_on));
+  throw timeout_error(rank_, timeout_s_, waiting_on, "this communicator is unusable");
 }
 
 void MpiTransport::wait(Request& request) {
@@ -174,20 +134,8 @@ std::string MpiTransport::pending_peers() const {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// Algorithms run on sub-communicators (a node's leaders, say), so a peer's rank
-// there is not what the user's logs show: name its MPI_COMM_WORLD rank as well.
 std::string MpiTransport::describe_peer(int peer) const {
-  int world_peer = MPI_UNDEFINED;
-  MPI_Group group = MPI_GROUP_NULL;
-  MPI_Group world_group = MPI_GROUP_NULL;
-  if (MPI_Comm_group(comm_, &group) == MPI_SUCCESS &&
-      MPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS) {
-    MPI_Group_translate_ranks(group, 1, &peer, world_group, &world_peer);
-  }
-  if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
-  if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
-  if (world_peer == MPI_UNDEFINED || world_peer == peer) return fmt::format("rank {}", peer);
-  return fmt::format("rank {} (world rank {})", peer, world_peer);
+  return detail::describe_peer(comm_, peer);
 }
 
 }  // namespace concord::detail

@@ -1,0 +1,33 @@
+// The deadline's wording and a peer's name (mpi_wait.hpp).
+#include "core/mpi_wait.hpp"
+
+#include <fmt/format.h>
+
+namespace concord::detail {
+
+Error timeout_error(int rank, double timeout_s, const std::string& waiting_on,
+                    const std::string& consequence) {
+  return Error(ErrorCode::Timeout, rank,
+               fmt::format("no message completed for {} s while waiting on {}: the peer may have "
+                           "died or its network link gone down; {} "
+                           "(CONCORD_TRANSPORT_TIMEOUT_S sets the limit, 0 waits forever)",
+                           timeout_s, waiting_on, consequence));
+}
+
+// Algorithms run on sub-communicators (a node's leaders, say), so a peer's rank
+// there is not what the user's logs show: name its MPI_COMM_WORLD rank as well.
+std::string describe_peer(MPI_Comm comm, int peer) {
+  int world_peer = MPI_UNDEFINED;
+  MPI_Group group = MPI_GROUP_NULL;
+  MPI_Group world_group = MPI_GROUP_NULL;
+  if (MPI_Comm_group(comm, &group) == MPI_SUCCESS &&
+      MPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS) {
+    MPI_Group_translate_ranks(group, 1, &peer, world_group, &world_peer);
+  }
+  if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
+  if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
+  if (world_peer == MPI_UNDEFINED || world_peer == peer) return fmt::format("rank {}", peer);
+  return fmt::format("rank {} (world rank {})", peer, world_peer);
+}
+
+}  // namespace concord::detail
