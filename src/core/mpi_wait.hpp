@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 
@@ -36,15 +37,17 @@ enum class Patience { Busy, Idle };
 template <typename Test>
 PollResult poll_until_done(Test&& test, double timeout_s, Patience patience = Patience::Busy) {
   const bool idle = patience == Patience::Idle;
-  const int spins_before_yield = idle ? 100 : 2000;
-  const int spins_before_sleep = idle ? 1000 : -1;
-  const int polls_per_clock_read = idle ? 64 : 4096;
+  // 64-bit: a wait of the default 30 minutes makes billions of polls.
+  const std::uint64_t spins_before_yield = idle ? 100 : 2000;
+  const bool sleeps = idle;
+  const std::uint64_t spins_before_sleep = 1000;
+  const std::uint64_t polls_per_clock_read = idle ? 64 : 4096;
   const auto start = std::chrono::steady_clock::now();
-  for (int spins = 0;; ++spins) {
+  for (std::uint64_t spins = 0;; ++spins) {
     int done = 0;
     if (int rc = test(&done); rc != MPI_SUCCESS) return {rc, false};
     if (done) return {};
-    if (spins_before_sleep >= 0 && spins >= spins_before_sleep) {
+    if (sleeps && spins >= spins_before_sleep) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     } else if (spins >= spins_before_yield) {
       sched_yield();

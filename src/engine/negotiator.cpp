@@ -49,10 +49,13 @@ bool wait_request(MPI_Request& request, double limit_s, int rank, Buffers&... bu
       poll_until_done([&](int* done) { return MPI_Test(&request, done, MPI_STATUS_IGNORE); },
                       limit_s, Patience::Idle);
   if (result.timed_out) {
-    static std::mutex kept_mutex;
-    static std::vector<std::shared_ptr<void>> kept;
-    std::lock_guard lock(kept_mutex);
-    (kept.push_back(std::make_shared<Buffers>(std::move(buffers))), ...);
+    // Never destroyed (leaked on purpose): a function-local static would be
+    // destroyed at exit before concord's MPI_Finalize, which may still drive
+    // the request into these buffers.
+    static auto* kept_mutex = new std::mutex;
+    static auto* kept = new std::vector<std::shared_ptr<void>>;
+    std::lock_guard lock(*kept_mutex);
+    (kept->push_back(std::make_shared<Buffers>(std::move(buffers))), ...);
     request = MPI_REQUEST_NULL;
     return false;
   }

@@ -100,6 +100,16 @@ TEST_CASE("bad values name the variable and what is accepted", "[config]") {
   CHECK_THAT(message({{"CONCORD_VIRTUAL_NODES", "0"}}), Contains("CONCORD_VIRTUAL_NODES"));
 }
 
+TEST_CASE("CONCORD_FUSION_THRESHOLD", "[config]") {
+  // Unset: the engine picks by topology (64 MiB in a node, 4 MiB across nodes).
+  CHECK_FALSE(parse_config(env({})).fusion_threshold.has_value());
+  CHECK(parse_config(env({{"CONCORD_FUSION_THRESHOLD", "0"}})).fusion_threshold == 0);
+  CHECK(parse_config(env({{"CONCORD_FUSION_THRESHOLD", "4194304"}})).fusion_threshold ==
+        std::size_t{4} << 20);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_FUSION_THRESHOLD", "-1"}})),
+                    Catch::Matchers::Contains("CONCORD_FUSION_THRESHOLD"));
+}
+
 TEST_CASE("CONCORD_HIERARCHICAL_SPREAD_BYTES", "[config]") {
   CHECK_FALSE(parse_config(env({})).hierarchical_spread_bytes.has_value());  // the table's
   CHECK(parse_config(env({{"CONCORD_HIERARCHICAL_SPREAD_BYTES", "0"}})).hierarchical_spread_bytes ==
