@@ -212,7 +212,8 @@ def with_gamma(model):
     # from the copies (every run reduces and copies the same bytes), not a cost.
     if model.get("gamma", 0) >= GAMMA_FALLBACK / 2:
         return model
-    print(f"note: the fitted gamma is {model.get('gamma', 0):.2g} s/B, not separable; using 1/{1 / GAMMA_FALLBACK / 1e9:.1f} GB/s "
+    print(f"note: the fitted gamma is {model.get('gamma', 0):.2g} s/B, not separable; "
+          f"using 1/{1 / GAMMA_FALLBACK / 1e9:.1f} GB/s "
           "(one core's float32 add, bench/RESULTS.md)\n", file=sys.stderr)
     return dict(model, gamma=GAMMA_FALLBACK)
 

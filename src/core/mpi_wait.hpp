@@ -39,15 +39,14 @@ PollResult poll_until_done(Test&& test, double timeout_s, Patience patience = Pa
   const bool idle = patience == Patience::Idle;
   // 64-bit: a wait of the default 30 minutes makes billions of polls.
   const std::uint64_t spins_before_yield = idle ? 100 : 2000;
-  const bool sleeps = idle;
-  const std::uint64_t spins_before_sleep = 1000;
+  const std::uint64_t spins_before_sleep = 1000;  // idle waits only
   const std::uint64_t polls_per_clock_read = idle ? 64 : 4096;
   const auto start = std::chrono::steady_clock::now();
   for (std::uint64_t spins = 0;; ++spins) {
     int done = 0;
     if (int rc = test(&done); rc != MPI_SUCCESS) return {rc, false};
     if (done) return {};
-    if (sleeps && spins >= spins_before_sleep) {
+    if (idle && spins >= spins_before_sleep) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     } else if (spins >= spins_before_yield) {
       sched_yield();

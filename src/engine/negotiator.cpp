@@ -176,17 +176,18 @@ std::vector<std::uint64_t> Negotiator::exchange_bits(std::vector<std::uint64_t> 
 // dead link reaches the limit. A collective cannot say which peer it waits on:
 // the error names every other rank.
 Error Negotiator::negotiation_timeout(const char* call) const {
+  // Named up to kNamed (each name asks MPI for the peer's world rank), then counted.
+  constexpr std::size_t kNamed = 8;
+  const auto others = static_cast<std::size_t>(size_ - 1);
   std::vector<std::string> peers;
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < size_ && peers.size() < kNamed; ++r) {
     if (r != rank_) peers.push_back(describe_peer(control_, r));
   }
-  constexpr std::size_t kNamed = 8;
   std::string waiting_on;
-  if (peers.size() == 1) {
+  if (others == 1) {
     waiting_on = fmt::format("{} in the engine's negotiation ({})", peers[0], call);
   } else {
-    const std::size_t more = peers.size() > kNamed ? peers.size() - kNamed : 0;
-    peers.resize(std::min(peers.size(), kNamed));
+    const std::size_t more = others - peers.size();
     waiting_on = fmt::format("the engine's negotiation ({}) with {}{} (any of them)", call,
                              fmt::join(peers, ", "),
                              more > 0 ? fmt::format(" and {} more ranks", more) : "");
