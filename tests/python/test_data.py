@@ -175,6 +175,8 @@ def test_shuffles_agree_across_ranks_and_change_per_epoch(comm_info, tmp_path, m
     for xb, yb in ds.take(2):  # labels travel with their samples
         np.testing.assert_array_equal(yb.numpy(), xb[:, 0].numpy().astype(np.int64) % 5)
     assert tf.data.experimental.cardinality(ds).numpy() == len(own[0])
+    # Autotuning off: its thread made an epoch's end wait 1-5 s (docs/DATA.md, "The pipeline")
+    assert ds.options().autotune.enabled is False
     for epoch in range(3):  # epoch_indices() names the batches as_dataset() yields
         named = r.epoch_indices(epoch, batch, 1234)
         assert [b.tolist() for b in named] == [b.tolist() for b in own[epoch]]

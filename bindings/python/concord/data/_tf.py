@@ -75,20 +75,50 @@ def per_rank_batch(batch_size: int, size: int) -> int:
 
 def dataset(arrays, local_rows: int, full_rows: int, rows: int, batch: int, seed):
     """A tf.data dataset of this rank's batches of `arrays` (a tuple), a new
-    order every iteration (epoch) when seed is not None."""
+    order every iteration (epoch) when seed is not None.
+
+    The arrays become tensors once and every batch is a tf.gather of them, in
+    TensorFlow; Python runs once an epoch, to draw the epoch's order. (A
+    Dataset.from_generator yielding numpy batches made every training step
+    1.3-2x slower on a pinned core: docs/DATA.md, "The pipeline".) Like
+    Keras's own adapter for numpy arrays, this holds a TensorFlow copy of the
+    arrays."""
     import tensorflow as tf
     epochs = itertools.count()
     steps = len(_shard.batches(local_rows, full_rows, rows, batch, None, 0))
+    tensors = tuple(tf.convert_to_tensor(a) for a in arrays)
 
-    def generate():
-        for positions in _shard.batches(local_rows, full_rows, rows, batch, seed, next(epochs)):
-            yield tuple(a[positions] for a in arrays)
+    def epoch_order():  # this epoch's batches: positions, and each batch's length
+        parts = _shard.batches(local_rows, full_rows, rows, batch, seed, next(epochs))
+        return (np.concatenate(parts).astype(np.int64),
+                np.array([len(p) for p in parts], dtype=np.int64))
 
-    spec = tuple(tf.TensorSpec((None,) + a.shape[1:], tf.as_dtype(a.dtype)) for a in arrays)
-    ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
+    def batches_of_epoch(_):
+        positions, lengths = tf.numpy_function(epoch_order, [], (tf.int64, tf.int64),
+                                               stateful=True)
+        positions.set_shape([None])
+        lengths.set_shape([None])
+        ragged = tf.RaggedTensor.from_row_lengths(positions, lengths, validate=False)
+        return tf.data.Dataset.from_tensor_slices(ragged)
+
+    ds = (tf.data.Dataset.from_tensors(0).flat_map(batches_of_epoch)
+          .map(lambda p: tuple(tf.gather(t, p) for t in tensors))
+          .apply(tf.data.experimental.assert_cardinality(steps)))
+    ds = steady_pipeline(ds)
     setattr(ds, _MARK, True)
     return ds
+
+
+def steady_pipeline(ds):
+    """`ds` with tf.data's autotuning off and two batches prefetched. With
+    autotuning on, destroying an epoch's iterator waits for the tuner's thread
+    to wake from its sleep: 1-5 s at the start of an epoch on one rank while
+    the others wait for it in their first allreduce (docs/DATA.md). A gather
+    per batch needs no tuning."""
+    import tensorflow as tf
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.prefetch(2).with_options(options)
 
 
 def array_dataset(x, y, sample_weight, batch_size, shuffle, seed=None):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from concord.data._tf import steady_pipeline
+
 
 def as_tuples(s):
     """Lists become tuples, recursively: tf.data takes a list for one tensor
@@ -83,7 +85,7 @@ def numpy_dataset(x, y, sample_weight, batch, seed):
     x, y, sample_weight = (_floatx(as_tuples(s)) for s in (x, y, sample_weight))
     parts = (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
     if seed is None:
-        return tf.data.Dataset.from_tensor_slices(parts).batch(batch)
+        return steady_pipeline(tf.data.Dataset.from_tensor_slices(parts).batch(batch))
     n = _num_samples(x)
     tensors = tf.nest.map_structure(tf.constant, parts)
     epoch = tf.Variable(0, dtype=tf.int64, trainable=False)  # counts the iterations
@@ -95,8 +97,8 @@ def numpy_dataset(x, y, sample_weight, batch, seed):
 
     order = (tf.data.Dataset.from_tensors(0).map(permutation).unbatch()
              .apply(tf.data.experimental.assert_cardinality(n)))
-    return order.batch(batch).map(
-        lambda idx: tf.nest.map_structure(lambda t: tf.gather(t, idx), tensors))
+    return steady_pipeline(order.batch(batch).map(
+        lambda idx: tf.nest.map_structure(lambda t: tf.gather(t, idx), tensors)))
 
 
 def static_batch(ds):
