@@ -256,8 +256,8 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
   const std::size_t bytes = piece.count * ctx_.elem_size;
   const std::size_t at = piece.offset * ctx_.elem_size;
   const auto ranks = static_cast<std::size_t>(size_);
-  // One bounce slot per peer, at most a region in all: it stays in cache
-  // between the read and the reduction.
+  // One bounce slot per peer, (p-1)/p of a round in all (shm_single_copy_round_bytes):
+  // it should stay in cache between the read and the reduction.
   std::byte* bounce = ctx_.exec->scratch(bytes * (ranks - 1));
   SourceList sources(ranks);
   std::size_t k = 0;

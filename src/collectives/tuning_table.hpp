@@ -31,9 +31,9 @@ struct SizeThresholds {
   // node's ranks may read each other's memory (cross-memory attach).
   std::size_t shm_single_copy_bytes = 256 << 10;
   // The data one single-copy round moves: its bounce buffer is (p-1)/p of it,
-  // which should stay in a core's L2 (1 MiB rounds reached 73-75 % of the
-  // roofline at 4 MiB where 4 MiB rounds reached 55-57 %: bench/RESULTS.md,
-  // "Single-copy round size").
+  // which should stay in a core's L2 (at p = 2, 1 MiB rounds reached a median
+  // 74 % of the roofline at 4 MiB where 4 MiB rounds reached 57 %:
+  // bench/RESULTS.md, "Single-copy round size"; more ranks not measured).
   std::size_t shm_single_copy_round_bytes = 1 << 20;
   // Hierarchical host messages of at least this size cross the network from
   // every rank of a node at once, each with its shard; smaller ones from one

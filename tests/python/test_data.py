@@ -185,6 +185,57 @@ def test_shuffles_agree_across_ranks_and_change_per_epoch(comm_info, tmp_path, m
     assert sum(unshuffled, []) == list(r.indices)
 
 
+def test_dataset_keeps_dtypes_shapes_and_counts_partial_epochs(comm_info):
+    """What fit() gets from a reader's arrays (x, y and sample weights): each
+    array's dtype and sample shape, and the reference's global batches; an
+    epoch left after one batch still counts, and one never started does not."""
+    tf = pytest.importorskip("tensorflow")
+    from concord.data import _tf as data_tf
+    rank, size = comm_info
+    total = 19
+    mine = np.array(reference_share(total, rank, size, "strided"))
+    x = np.repeat(mine.astype(np.float16), 6).reshape(-1, 2, 3)  # 2x3 samples, all = index
+    y = (mine % 7).astype(np.uint8)
+    w = mine.astype(np.float64) / 2
+    ds = data_tf.array_dataset(x, y, w, 2 * size, shuffle=True, seed=77 + rank)
+
+    def epoch():
+        got = [[t.numpy() for t in e] for e in ds]
+        for xb, yb, wb in got:
+            assert xb.dtype == np.float16 and xb.shape[1:] == (2, 3)
+            assert yb.dtype == np.uint8 and wb.dtype == np.float64
+            index = xb[:, 0, 0].astype(np.int64)
+            assert (xb == xb[:, :1, :1]).all()  # every value of a sample travels with it
+            np.testing.assert_array_equal(yb, index % 7)
+            np.testing.assert_array_equal(wb, index / 2)
+        return [sorted(gather(b[0][:, 0, 0].astype(np.int64)).tolist()) for b in got]
+
+    assert epoch() == reference_epochs(total, size, 77, 0, 2, "strided")
+    next(iter(ds))  # epoch 1: one batch taken, the rest left
+    iter(ds)  # an iterator never read from draws no epoch
+    assert epoch() == reference_epochs(total, size, 77, 2, 2, "strided")
+    assert tf.data.experimental.cardinality(ds).numpy() == len(reference_epochs(
+        total, size, 77, 0, 2, "strided"))
+
+
+def test_sample_weight_without_labels_is_an_error(comm_info):
+    pytest.importorskip("tensorflow")
+    from concord.data import _tf as data_tf
+    x = np.zeros((4, 2), np.float32)
+    with pytest.raises(ValueError, match="sample_weight without y"):
+        data_tf.array_dataset(x, None, np.ones(4), 2 * comm_info[1], shuffle=False)
+
+
+def test_dataset_without_labels_yields_one_tuples(comm_info, tmp_path):
+    rank, size = comm_info
+    x, y = samples()
+    np.save(str(tmp_path / "x.npy"), x)
+    r = cdata.open(str(tmp_path / "x.npy"))
+    got = [e for e in r.as_dataset(2 * size, shuffle=False)]
+    assert all(isinstance(e, tuple) and len(e) == 1 for e in got)
+    assert sum((e[0][:, 0].numpy().astype(np.int64).tolist() for e in got), []) == list(r.indices)
+
+
 def test_strided_batches_are_a_single_process_run(comm_info, tmp_path):
     """Unshuffled, strided: global batch k is samples k*B .. k*B+B-1, as in
     one process (and as the transparent mode's strided split)."""

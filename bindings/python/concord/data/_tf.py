@@ -81,12 +81,15 @@ def dataset(arrays, local_rows: int, full_rows: int, rows: int, batch: int, seed
     TensorFlow; Python runs once an epoch, to draw the epoch's order. (A
     Dataset.from_generator yielding numpy batches made every training step
     1.3-2x slower on a pinned core: docs/DATA.md, "The pipeline".) Like
-    Keras's own adapter for numpy arrays, this holds a TensorFlow copy of the
-    arrays."""
+    Keras's own adapter for numpy arrays, each dataset holds a TensorFlow copy
+    of the arrays, in host memory (tf.data runs on the CPU; on a GPU host the
+    default device would put the copy on the GPU and every batch would come
+    back through PCIe)."""
     import tensorflow as tf
     epochs = itertools.count()
     steps = len(_shard.batches(local_rows, full_rows, rows, batch, None, 0))
-    tensors = tuple(tf.convert_to_tensor(a) for a in arrays)
+    with tf.device("/CPU:0"):
+        tensors = tuple(tf.convert_to_tensor(a) for a in arrays)
 
     def epoch_order():  # this epoch's batches: positions, and each batch's length
         parts = _shard.batches(local_rows, full_rows, rows, batch, seed, next(epochs))
@@ -112,9 +115,11 @@ def dataset(arrays, local_rows: int, full_rows: int, rows: int, batch: int, seed
 def steady_pipeline(ds):
     """`ds` with tf.data's autotuning off and two batches prefetched. With
     autotuning on, destroying an epoch's iterator waits for the tuner's thread
-    to wake from its sleep: 1-5 s at the start of an epoch on one rank while
+    to wake from its sleep: 0.9-5 s at the start of an epoch on one rank while
     the others wait for it in their first allreduce (docs/DATA.md). A gather
-    per batch needs no tuning."""
+    per batch needs no tuning. tf.data options hold for the whole pipeline:
+    maps a user adds on top run untuned too, unless the user's own
+    with_options turns autotuning back on (later options win)."""
     import tensorflow as tf
     options = tf.data.Options()
     options.autotune.enabled = False
@@ -124,6 +129,10 @@ def steady_pipeline(ds):
 def array_dataset(x, y, sample_weight, batch_size, shuffle, seed=None):
     """Arrays that hold this rank's share (ShardArray) batched like a reader's
     as_dataset(): the ranks' lengths decide the rows."""
+    if y is None and sample_weight is not None:
+        # (x, w) would read as (x, y): the weights would train as labels.
+        raise ValueError("concord.data: sample_weight without y: a dataset of (x, "
+                         "sample_weight) would take the weights for labels; pass y as well")
     size = rank_size()[1]
     parts = tuple(np.asarray(a) for a in (x, y, sample_weight) if a is not None)
     lengths = gather_ints([len(parts[0])], "lengths")[:, 0]

@@ -87,7 +87,8 @@ def numpy_dataset(x, y, sample_weight, batch, seed):
     if seed is None:
         return steady_pipeline(tf.data.Dataset.from_tensor_slices(parts).batch(batch))
     n = _num_samples(x)
-    tensors = tf.nest.map_structure(tf.constant, parts)
+    with tf.device("/CPU:0"):  # tf.data runs on the CPU (concord.data._tf.dataset)
+        tensors = tf.nest.map_structure(tf.constant, parts)
     epoch = tf.Variable(0, dtype=tf.int64, trainable=False)  # counts the iterations
 
     def permutation(_):
