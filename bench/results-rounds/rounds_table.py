@@ -1,12 +1,8 @@
 """Median % of roofline and MPICH/concord per single-copy round size (files <prefix><round>-<run>.txt)."""
-import collections, statistics, sys
-def load(f):
-    d = collections.defaultdict(dict)
-    for line in open(f):
-        p = line.split()
-        if len(p) >= 6 and p[0].isdigit():
-            d[int(p[0])][p[3]] = (float(p[1]), float(p[5]))
-    return d
+import statistics
+import sys
+
+from table import load
 prefix, rounds = sys.argv[1], sys.argv[2].split(",")
 runs = {r: [load(f"{prefix}{r}-{i}.txt") for i in (1, 2, 3)] for r in rounds}
 sizes = sorted(runs[rounds[0]][0])
