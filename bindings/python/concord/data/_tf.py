@@ -82,14 +82,10 @@ def dataset(arrays, local_rows: int, full_rows: int, rows: int, batch: int, seed
     Dataset.from_generator yielding numpy batches made every training step
     1.3-2x slower on a pinned core: docs/DATA.md, "The pipeline".) Like
     Keras's own adapter for numpy arrays, each dataset holds a TensorFlow copy
-    of the arrays, in host memory (tf.data runs on the CPU; on a GPU host the
-    default device would put the copy on the GPU and every batch would come
-    back through PCIe)."""
+    of the arrays (gathered_batches)."""
     import tensorflow as tf
     epochs = itertools.count()
     steps = len(_shard.batches(local_rows, full_rows, rows, batch, None, 0))
-    with tf.device("/CPU:0"):
-        tensors = tuple(tf.convert_to_tensor(a) for a in arrays)
 
     def epoch_order():  # this epoch's batches: positions, and each batch's length
         parts = _shard.batches(local_rows, full_rows, rows, batch, seed, next(epochs))
@@ -104,12 +100,24 @@ def dataset(arrays, local_rows: int, full_rows: int, rows: int, batch: int, seed
         ragged = tf.RaggedTensor.from_row_lengths(positions, lengths, validate=False)
         return tf.data.Dataset.from_tensor_slices(ragged)
 
-    ds = (tf.data.Dataset.from_tensors(0).flat_map(batches_of_epoch)
-          .map(lambda p: tuple(tf.gather(t, p) for t in tensors))
-          .apply(tf.data.experimental.assert_cardinality(steps)))
-    ds = steady_pipeline(ds)
+    positions = (tf.data.Dataset.from_tensors(0).flat_map(batches_of_epoch)
+                 .apply(tf.data.experimental.assert_cardinality(steps)))
+    ds = gathered_batches(positions, tuple(arrays))
     setattr(ds, _MARK, True)
     return ds
+
+
+def gathered_batches(positions, parts):
+    """A dataset of `parts` (a structure of numpy arrays) gathered at each
+    element of `positions` (a dataset of index vectors): the arrays become
+    tensors once, in host memory (tf.data runs on the CPU; on a GPU host the
+    default device would put them on the GPU and every batch would come back
+    through PCIe), and the pipeline is steady_pipeline's."""
+    import tensorflow as tf
+    with tf.device("/CPU:0"):
+        tensors = tf.nest.map_structure(tf.convert_to_tensor, parts)
+    return steady_pipeline(positions.map(
+        lambda p: tf.nest.map_structure(lambda t: tf.gather(t, p), tensors)))
 
 
 def steady_pipeline(ds):

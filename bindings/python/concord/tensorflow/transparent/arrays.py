@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from concord.data._tf import steady_pipeline
+from concord.data._tf import gathered_batches, steady_pipeline
 
 
 def as_tuples(s):
@@ -87,8 +87,6 @@ def numpy_dataset(x, y, sample_weight, batch, seed):
     if seed is None:
         return steady_pipeline(tf.data.Dataset.from_tensor_slices(parts).batch(batch))
     n = _num_samples(x)
-    with tf.device("/CPU:0"):  # tf.data runs on the CPU (concord.data._tf.dataset)
-        tensors = tf.nest.map_structure(tf.constant, parts)
     epoch = tf.Variable(0, dtype=tf.int64, trainable=False)  # counts the iterations
 
     def permutation(_):
@@ -98,8 +96,7 @@ def numpy_dataset(x, y, sample_weight, batch, seed):
 
     order = (tf.data.Dataset.from_tensors(0).map(permutation).unbatch()
              .apply(tf.data.experimental.assert_cardinality(n)))
-    return steady_pipeline(order.batch(batch).map(
-        lambda idx: tf.nest.map_structure(lambda t: tf.gather(t, idx), tensors)))
+    return gathered_batches(order.batch(batch), parts)
 
 
 def static_batch(ds):
