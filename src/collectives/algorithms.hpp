@@ -50,6 +50,9 @@ struct SharedLimits {
   // are single unscaled buffers: single-copy rounds (no copy into the arena).
   std::size_t single_copy_bytes = SIZE_MAX;
   std::size_t single_copy_round_bytes = 0;  // a single-copy round's size (at least a region)
+  // Past single_copy_bytes, time both paths per size class and keep the faster
+  // (collectives/shared_path_choice.hpp); false: single copy throughout.
+  bool measure_single_copy = true;
 };
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,
                       const ReduceContext& ctx, const SharedLimits& limits);

@@ -11,10 +11,12 @@
 // in and the copy out through the arena: see SharedRounds::allreduce_single_copy.
 #include "collectives/algorithms.hpp"
 #include "collectives/block_partition.hpp"
+#include "collectives/shared_path_choice.hpp"
 #include "collectives/shared_path_counts.hpp"
 #include "collectives/shared_rounds.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace concord::detail {
 
@@ -38,7 +40,13 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     rounds.direct(src, dst);
     return;
   }
-  const bool single_copy = use_single_copy(node, src, dst, bytes, limits);
+  // Where single copy is possible, measure which path is faster (shared_path_choice.hpp).
+  PathPlan plan{false};
+  if (use_single_copy(node, src, dst, bytes, limits)) {
+    plan = plan_large_path(node, bytes, limits.measure_single_copy);
+  }
+  const bool single_copy = plan.single_copy;
+  const auto started = std::chrono::steady_clock::now();
   // Single-copy rounds hold no data in the arena: their size only bounds the
   // bounce buffer ((p-1)/p of a round) and sets how often ranks synchronise.
   if (single_copy) capacity = std::max(capacity, limits.single_copy_round_bytes / ctx.elem_size);
@@ -59,6 +67,9 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     }
   }
   if (single_copy) rounds.finish_single_copy();
+  record_large_path(
+      node, plan,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
 
 }  // namespace concord::detail

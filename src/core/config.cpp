@@ -106,6 +106,12 @@ Config parse_config(const EnvLookup& lookup) {
   }
   if (auto v = lookup("CONCORD_SHM_CMA"); v && !v->empty())
     config.shm_cma = parse_bool("CONCORD_SHM_CMA", *v);
+  if (auto v = lookup("CONCORD_SHM_PATH_CHOICE"); v && !v->empty()) {
+    if (*v != "measure" && *v != "threshold") {
+      bad_value("CONCORD_SHM_PATH_CHOICE", *v, "measure or threshold");
+    }
+    config.shm_measure_paths = *v == "measure";
+  }
   if (auto v = lookup("CONCORD_SHM_PHASE_TIMES"); v && !v->empty())
     config.shm_phase_times = parse_bool("CONCORD_SHM_PHASE_TIMES", *v);
   parse_engine_settings(lookup, config);

@@ -47,6 +47,10 @@ struct Config {
   // CONCORD_SHM_CMA=0: no single-copy reads (process_vm_readv) between the
   // ranks of a node; large shared-memory messages are copied through the segment.
   bool shm_cma = true;
+  // CONCORD_SHM_PATH_CHOICE: `measure` (the default) times single-copy and
+  // copied rounds per size class from shm_single_copy_bytes on and keeps the
+  // faster; `threshold`: single copy for every message from there.
+  bool shm_measure_paths = true;
   // CONCORD_SHM_SINGLE_COPY_BYTES: host messages of at least this size take the
   // single-copy rounds where available. Unset: the tuning table's.
   std::optional<std::size_t> shm_single_copy_bytes;

@@ -29,7 +29,7 @@ namespace {
 SharedLimits host_shared_limits() {
   const SizeThresholds& t = size_thresholds();
   return {t.shm_direct_bytes, t.shm_stream_bytes, t.shm_single_copy_bytes,
-          t.shm_single_copy_round_bytes};
+          t.shm_single_copy_round_bytes, config().shm_measure_paths};
 }
 
 // How many of each node's ranks carry a Hierarchical message across the

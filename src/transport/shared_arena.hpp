@@ -16,6 +16,8 @@ class SharedArena {
   // Regions per slot: two input and two result buffers, so that one round can be
   // filled while peers still read the previous one.
   static constexpr int kRegions = 4;
+  // Bytes of each rank's board (below).
+  static constexpr std::size_t kBoardBytes = 1024;
 
   virtual ~SharedArena() = default;
 
@@ -26,6 +28,12 @@ class SharedArena {
   // Everyone may read it; only the owner writes it.
   virtual std::byte* region(int owner, int index) const = 0;
   virtual std::size_t region_bytes() const = 0;
+
+  // `owner`'s board: kBoardBytes, 64-byte aligned, zero when the arena is made,
+  // for what a rank tells its peers outside the regions' rounds. Only the owner
+  // writes it; a peer may read what the owner wrote before publishing a counter
+  // value the peer has since waited for. Null where an arena has none.
+  virtual std::byte* board(int /*owner*/) const { return nullptr; }
 
   // This rank's progress counter. publish() makes every write this rank did
   // before it visible to a peer whose wait_for() sees the value (release/acquire).

@@ -31,13 +31,20 @@ namespace {
 // its regions, and the adjacent-line prefetcher works in 128-byte pairs.
 constexpr std::size_t kCounterBytes = 128;
 constexpr std::size_t kAlign = 64;
+// A slot: the counter's line pair, the board, then the regions from a page
+// boundary on (each region on one, with the default page-multiple region size;
+// hardware prefetchers stop at page boundaries).
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kHeaderBytes =
+    (kCounterBytes + SharedArena::kBoardBytes + kPage - 1) / kPage * kPage;
+static_assert(kHeaderBytes % kAlign == 0);
 
 std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
 
 std::size_t segment_bytes(std::size_t region_bytes, int ranks) {
-  return (kCounterBytes + SharedArena::kRegions * region_bytes) * static_cast<std::size_t>(ranks);
+  return (kHeaderBytes + SharedArena::kRegions * region_bytes) * static_cast<std::size_t>(ranks);
 }
 
 // What local rank 0 tells the others about the segment it created.
@@ -188,15 +195,19 @@ ShmArena::ShmArena(std::byte* base, std::size_t mapped_bytes, int rank, int size
       rank_(rank),
       size_(size),
       region_bytes_(region_bytes),
-      slot_bytes_(kCounterBytes + kRegions * region_bytes) {}
+      slot_bytes_(kHeaderBytes + kRegions * region_bytes) {}
 
 ShmArena::~ShmArena() {
   ::munmap(base_, mapped_bytes_);
 }
 
 std::byte* ShmArena::region(int owner, int index) const {
-  return base_ + static_cast<std::size_t>(owner) * slot_bytes_ + kCounterBytes +
+  return base_ + static_cast<std::size_t>(owner) * slot_bytes_ + kHeaderBytes +
          static_cast<std::size_t>(index) * region_bytes_;
+}
+
+std::byte* ShmArena::board(int owner) const {
+  return base_ + static_cast<std::size_t>(owner) * slot_bytes_ + kCounterBytes;
 }
 
 std::uint64_t* ShmArena::counter(int owner) const {

@@ -30,6 +30,7 @@ class ShmArena final : public SharedArena {
   int size() const override { return size_; }
   std::byte* region(int owner, int index) const override;
   std::size_t region_bytes() const override { return region_bytes_; }
+  std::byte* board(int owner) const override;
   void publish(std::uint64_t value) override;
   std::uint64_t published() const override;
   void wait_for(int peer, std::uint64_t value) const override;

@@ -64,6 +64,12 @@ TEST_CASE("shared-memory variables", "[config]") {
                         Catch::Matchers::Contains("[256, 1073741824]"));
   CHECK_THROWS_WITH(parse_config(env({{"CONCORD_SHM", "sometimes"}})),
                     Catch::Matchers::Contains("CONCORD_SHM='sometimes'"));
+  CHECK(parse_config(env({})).shm_measure_paths);
+  CHECK(parse_config(env({{"CONCORD_SHM_PATH_CHOICE", "measure"}})).shm_measure_paths);
+  CHECK_FALSE(parse_config(env({{"CONCORD_SHM_PATH_CHOICE", "threshold"}})).shm_measure_paths);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_SHM_PATH_CHOICE", "fastest"}})),
+                    Catch::Matchers::Contains("CONCORD_SHM_PATH_CHOICE='fastest'") &&
+                        Catch::Matchers::Contains("measure or threshold"));
 }
 
 TEST_CASE("variables are parsed", "[config]") {

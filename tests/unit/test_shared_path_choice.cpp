@@ -1,0 +1,80 @@
+// The measured path choice's state machine (collectives/shared_path_choice.hpp)
+// on boards held here, two "ranks" stepped in lockstep with times the test
+// chooses: what is explored, what is chosen, and that a new measurement
+// replaces the last one.
+#include <catch2/catch.hpp>
+
+#include "collectives/shared_path_choice.hpp"
+
+#include <array>
+#include <vector>
+
+namespace {
+
+using concord::detail::kMeasurePeriod;
+using concord::detail::kSamplesPerPath;
+using concord::detail::PathBoard;
+using concord::detail::PathPlan;
+
+constexpr std::size_t kBytes = std::size_t{1} << 20;
+
+struct TwoRanks {
+  std::array<PathBoard, 2> boards{};
+  std::array<const PathBoard*, 2> all{&boards[0], &boards[1]};
+
+  // One message on both ranks; a timed one costs single_us or copy_us. Returns
+  // rank 0's path (after checking rank 1 took the same).
+  bool step(double single_us, double copy_us) {
+    std::array<PathPlan, 2> plans{};
+    for (std::size_t r = 0; r < 2; ++r) plans[r] = plan_path(boards[r], all, kBytes);
+    REQUIRE(plans[0].single_copy == plans[1].single_copy);
+    for (std::size_t r = 0; r < 2; ++r) {
+      record_path(boards[r], plans[r], (plans[r].single_copy ? single_us : copy_us) * 1e-6);
+    }
+    return plans[0].single_copy;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("path choice: explore both, then keep the faster until the next measurement",
+          "[path_choice]") {
+  TwoRanks ranks;
+  std::vector<bool> paths;
+  // First measurement: copy is faster; afterwards single copy is.
+  for (int m = 0; m < kMeasurePeriod; ++m) paths.push_back(ranks.step(100, 60));
+  for (int m = 0; m < kMeasurePeriod; ++m) paths.push_back(ranks.step(100, 300));
+  constexpr int kExplore = 2 * kSamplesPerPath;
+  for (int start : {0, kMeasurePeriod}) {
+    for (int k = 0; k < kExplore; ++k) CHECK(paths[start + k] == (k < kSamplesPerPath));
+    CHECK(paths[start + kExplore]);  // while the boards become visible
+  }
+  for (int m = kExplore + 1; m < kMeasurePeriod; ++m) REQUIRE_FALSE(paths[m]);
+  for (int m = kMeasurePeriod + kExplore + 1; m < 2 * kMeasurePeriod; ++m) REQUIRE(paths[m]);
+}
+
+TEST_CASE("path choice: the fastest sample of each path counts, per size class", "[path_choice]") {
+  PathBoard mine{};
+  const std::array<const PathBoard*, 1> all{&mine};
+  // Class of 1 MiB: single copy's samples all 100; copy's 500, 50, 500, 500.
+  const std::array<double, 2 * kSamplesPerPath> times{100, 100, 100, 100, 500, 50, 500, 500};
+  for (double us : times) {
+    const PathPlan plan = concord::detail::plan_path(mine, all, kBytes);
+    concord::detail::record_path(mine, plan, us * 1e-6);
+  }
+  CHECK(concord::detail::plan_path(mine, all, kBytes).single_copy);  // settling
+  CHECK_FALSE(concord::detail::plan_path(mine, all, kBytes).single_copy);
+  // Another class has measured nothing yet: it starts with single copy.
+  CHECK(concord::detail::plan_path(mine, all, 4 * kBytes).single_copy);
+}
+
+TEST_CASE("path choice: the summed best times of the ranks decide", "[path_choice]") {
+  using concord::detail::single_copy_wins;
+  CHECK(single_copy_wins(std::vector<float>{100, 100}, std::vector<float>{150, 90}));
+  CHECK_FALSE(single_copy_wins(std::vector<float>{100, 100}, std::vector<float>{80, 90}));
+  CHECK(single_copy_wins(std::vector<float>{100, 100}, std::vector<float>{100, 100}));  // a tie
+  // One rank much slower on single copy outweighs small gains on the others.
+  CHECK_FALSE(single_copy_wins(std::vector<float>{50, 50, 400}, std::vector<float>{60, 60, 100}));
+  // A rank with no copy time (not expected): the default, single copy.
+  CHECK(single_copy_wins(std::vector<float>{100, 100}, std::vector<float>{0, 10}));
+}
