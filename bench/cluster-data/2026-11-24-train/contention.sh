@@ -10,10 +10,7 @@
 #   bench/cluster-data/2026-11-24-train/contention.sh [REPEATS] [OUTDIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-export TF_CPP_MIN_LOG_LEVEL=2
-out=${2:-$(mktemp -d)}
-mkdir -p "$out"
+source "$here/common.sh"
 rate() { grep -oE 'samples/s [0-9]+' "$1" | tail -n 1 | cut -d' ' -f2; }
 pipeline=("$here/cnn_concord_pipeline.py" --epochs 3)
 for ((rep = 1; rep <= ${1:-3}; rep++)); do

@@ -8,10 +8,7 @@
 #   bench/cluster-data/2026-11-24-train/pipelines.sh [REPEATS] [OUTDIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-export TF_CPP_MIN_LOG_LEVEL=2
-out=${2:-$(mktemp -d)}
-mkdir -p "$out"
+source "$here/common.sh"
 rate() { tee "$1" | grep -oE 'samples/s [0-9]+' | tail -n 1 | cut -d' ' -f2; }
 for ((rep = 1; rep <= ${1:-3}; rep++)); do
   a=$(taskset -c 0 python3 "$root/examples/fashion_mnist_cnn.py" --epochs 3 2>&1 | rate "$out/A-$rep.txt")
