@@ -44,6 +44,24 @@ void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
                           "copying large messages through shared memory instead"}));
 }
 
+// The measured path choice (collectives/shared_path_choice.hpp) where every
+// rank of the node asks for it; a node whose ranks differ takes single copy
+// from the threshold everywhere, and local rank 0 says so once.
+bool agree_on_measuring_paths(const CommunicatorState& state) {
+  MPI_Comm local = state.topology.local.get();
+  const bool wanted = config().shm_measure_paths;
+  if (all_ranks_ok(local, wanted, state.rank)) return true;
+  // Every rank makes this second call too: the first answered alike everywhere.
+  const bool none_wanted = all_ranks_ok(local, !wanted, state.rank);
+  if (!none_wanted && state.topology.local_rank == 0) {
+    fmt::print(stderr,
+               "concord: rank {}: CONCORD_SHM_PATH_CHOICE differs between the ranks of this node; "
+               "large messages take single copy from the threshold on every rank\n",
+               state.rank);
+  }
+  return false;
+}
+
 }  // namespace
 
 SharedArena* node_arena(const CommunicatorState& state) {
@@ -65,7 +83,10 @@ SharedArena* node_arena(const CommunicatorState& state) {
       agree_or_fall_back(state.comm.get(), failure, state.rank,
                          {"the shared-memory transport", "using the MPI transport instead"});
   if (!ok) arena.reset();
-  if (auto* shm = dynamic_cast<ShmArena*>(arena.get())) enable_peer_reads(*shm, state);
+  if (auto* shm = dynamic_cast<ShmArena*>(arena.get())) {
+    enable_peer_reads(*shm, state);
+    state.arena_measures_paths = agree_on_measuring_paths(state);
+  }
   state.arena = std::move(arena);
   state.arena_everywhere = ok && cfg.shm;
   return state.arena.get();

@@ -23,6 +23,10 @@
 //     machine's state (its memory bandwidth, other tenants) changes while a job
 //     runs. No rank gets more than two rounds ahead of another, so a peer has
 //     read this rank's times long before they are reset.
+// A single-copy message's time includes its last wait for every peer to finish
+// reading its buffers; a copied one's tail falls into the next message. That
+// leans the choice slightly towards the copied rounds.
+// Every rank of the node must measure or none (node_arena.cpp agrees on it).
 #pragma once
 
 #include <array>

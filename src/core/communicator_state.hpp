@@ -36,6 +36,10 @@ struct CommunicatorState {
   mutable std::shared_ptr<SharedArena> arena;
   mutable bool arena_attempted = false;
   mutable bool arena_everywhere = false;  // every rank sharing a node has one
+  // CONCORD_SHM_PATH_CHOICE=measure on every rank of this rank's node (agreed
+  // with the arena: ranks that measured while others did not would take
+  // different paths for one message).
+  mutable bool arena_measures_paths = false;
   // What device collectives keep between calls (IPC arena, NCCL communicator,
   // scratch and staging buffers), made by the first one (device/device_resources.cpp).
   mutable std::shared_ptr<DeviceResources> device_resources;

@@ -26,10 +26,10 @@ namespace {
 
 // The size limits of the host shared-memory path, all from the tuning table
 // (and the variables that override it).
-SharedLimits host_shared_limits() {
+SharedLimits host_shared_limits(const CommunicatorState& state) {
   const SizeThresholds& t = size_thresholds();
   return {t.shm_direct_bytes, t.shm_stream_bytes, t.shm_single_copy_bytes,
-          t.shm_single_copy_round_bytes, config().shm_measure_paths};
+          t.shm_single_copy_round_bytes, state.arena_measures_paths};
 }
 
 // How many of each node's ranks carry a Hierarchical message across the
@@ -113,7 +113,7 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
     case Path::SharedMemory:
       allreduce_shared(*state.arena, MessageView(call.send, call.count, ctx.elem_size),
                        MessageView(call.recv, call.count, ctx.elem_size), ctx,
-                       host_shared_limits());
+                       host_shared_limits(state));
       break;
     case Path::Hierarchical: {
       // Across nodes: a flat algorithm over MPI among the ranks with this local rank.
@@ -195,7 +195,7 @@ void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype,
   const ReduceContext ctx{size_of(dtype), dtype, &exec};
   const MessageView view(std::move(tensors), ctx.elem_size);
   if (view.count() == 0) return;
-  allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits());
+  allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits(comm.state()));
 }
 
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {

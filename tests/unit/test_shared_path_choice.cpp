@@ -22,16 +22,19 @@ struct TwoRanks {
   std::array<PathBoard, 2> boards{};
   std::array<const PathBoard*, 2> all{&boards[0], &boards[1]};
 
-  // One message on both ranks; a timed one costs single_us or copy_us. Returns
-  // rank 0's path (after checking rank 1 took the same).
-  bool step(double single_us, double copy_us) {
+  // One message on both ranks; a timed one costs rank r single_us[r] or
+  // copy_us[r]. Returns rank 0's path (after checking rank 1 took the same).
+  bool step(std::array<double, 2> single_us, std::array<double, 2> copy_us) {
     std::array<PathPlan, 2> plans{};
     for (std::size_t r = 0; r < 2; ++r) plans[r] = plan_path(boards[r], all, kBytes);
     REQUIRE(plans[0].single_copy == plans[1].single_copy);
     for (std::size_t r = 0; r < 2; ++r) {
-      record_path(boards[r], plans[r], (plans[r].single_copy ? single_us : copy_us) * 1e-6);
+      record_path(boards[r], plans[r], (plans[r].single_copy ? single_us[r] : copy_us[r]) * 1e-6);
     }
     return plans[0].single_copy;
+  }
+  bool step(double single_us, double copy_us) {
+    return step({single_us, single_us}, {copy_us, copy_us});
   }
 };
 
@@ -51,6 +54,35 @@ TEST_CASE("path choice: explore both, then keep the faster until the next measur
   }
   for (int m = kExplore + 1; m < kMeasurePeriod; ++m) REQUIRE_FALSE(paths[m]);
   for (int m = kMeasurePeriod + kExplore + 1; m < 2 * kMeasurePeriod; ++m) REQUIRE(paths[m]);
+}
+
+TEST_CASE("path choice: every rank follows the sum over the ranks, not its own times",
+          "[path_choice]") {
+  TwoRanks ranks;
+  constexpr int kExplore = 2 * kSamplesPerPath;
+  // Rank 0 finds copy faster (100 against 150), rank 1 single copy (100 against
+  // 300): summed, single copy (200) beats copy (400), so both take it.
+  for (int m = 0; m <= kExplore; ++m) ranks.step({150, 100}, {100, 300});
+  CHECK(ranks.step({150, 100}, {100, 300}));
+  // And the other way round in a fresh pair: summed, copy wins.
+  TwoRanks other;
+  for (int m = 0; m <= kExplore; ++m) other.step({500, 100}, {100, 150});
+  CHECK_FALSE(other.step({500, 100}, {100, 150}));
+}
+
+TEST_CASE("path choice: the message after the samples is not timed", "[path_choice]") {
+  PathBoard mine{};
+  const std::array<const PathBoard*, 1> all{&mine};
+  for (int m = 0; m < 2 * kSamplesPerPath; ++m) {
+    const PathPlan plan = concord::detail::plan_path(mine, all, kBytes);
+    concord::detail::record_path(mine, plan, (plan.single_copy ? 300 : 200) * 1e-6);
+  }
+  const PathPlan settling = concord::detail::plan_path(mine, all, kBytes);
+  CHECK(settling.single_copy);
+  CHECK(settling.timed_class == -1);
+  concord::detail::record_path(mine, settling, 1e-6);  // would make single copy win if it counted
+  CHECK_FALSE(concord::detail::plan_path(mine, all, kBytes).single_copy);
+  CHECK(mine.best_us[20][0] == Approx(300));  // 1 MiB: class 20
 }
 
 TEST_CASE("path choice: the fastest sample of each path counts, per size class", "[path_choice]") {
