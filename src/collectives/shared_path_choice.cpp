@@ -40,12 +40,14 @@ bool decide(PathBoard& mine, std::span<const PathBoard* const> boards, std::size
 
 bool single_copy_wins(std::span<const float> single_copy_us, std::span<const float> copy_us) {
   // Every rank sums the same floats in the same order: the same answer on all.
-  // An untimed path (0; not expected after a measurement) leaves single copy,
-  // the threshold's choice: a 0 in single copy's sum makes it smaller, one in
-  // copy's returns at once.
+  // Any untimed entry (0; not expected after a measurement) leaves single copy,
+  // the threshold's choice.
   double single = 0;
   double copy = 0;
-  for (float t : single_copy_us) single += t;
+  for (float t : single_copy_us) {
+    if (t <= 0) return true;
+    single += t;
+  }
   for (float t : copy_us) {
     if (t <= 0) return true;
     copy += t;

@@ -61,10 +61,10 @@ TEST_CASE("path choice: every rank follows the sum over the ranks, not its own t
   TwoRanks ranks;
   constexpr int kExplore = 2 * kSamplesPerPath;
   // Rank 0 finds copy faster (100 against 150), rank 1 single copy (100 against
-  // 300): summed, single copy (200) beats copy (400), so both take it.
+  // 300): summed, single copy (250) beats copy (400), so both take it.
   for (int m = 0; m <= kExplore; ++m) ranks.step({150, 100}, {100, 300});
   CHECK(ranks.step({150, 100}, {100, 300}));
-  // And the other way round in a fresh pair: summed, copy wins.
+  // And the other way round in a fresh pair: summed, copy (250) beats single copy (600).
   TwoRanks other;
   for (int m = 0; m <= kExplore; ++m) other.step({500, 100}, {100, 150});
   CHECK_FALSE(other.step({500, 100}, {100, 150}));
@@ -107,6 +107,7 @@ TEST_CASE("path choice: the summed best times of the ranks decide", "[path_choic
   CHECK(single_copy_wins(std::vector<float>{100, 100}, std::vector<float>{100, 100}));  // a tie
   // One rank much slower on single copy outweighs small gains on the others.
   CHECK_FALSE(single_copy_wins(std::vector<float>{50, 50, 400}, std::vector<float>{60, 60, 100}));
-  // A rank with no copy time (not expected): the default, single copy.
+  // A rank with no time for a path (not expected): the default, single copy.
   CHECK(single_copy_wins(std::vector<float>{100, 100}, std::vector<float>{0, 10}));
+  CHECK(single_copy_wins(std::vector<float>{0, 500}, std::vector<float>{100, 100}));
 }
