@@ -10,56 +10,41 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace concord::detail {
 
 namespace {
 
-// Where some ranks of the node refused single-copy reads (CONCORD_SHM_CMA=0)
-// and others wanted them, says so once (local rank 0): those that wanted them
-// lose them, and a setting that differs between ranks is likely a mistake.
-void warn_if_refused_by_some(MPI_Comm local, bool wanted, const CommunicatorState& state) {
-  if (all_ranks_ok(local, !wanted, state.rank)) return;  // refused everywhere
-  if (state.topology.local_rank != 0) return;
-  fmt::print(stderr,
-             "concord: rank {}: single-copy reads between ranks (cross-memory attach) are off: "
-             "CONCORD_SHM_CMA=0 on some ranks of this node but not all; copying large messages "
-             "through shared memory instead\n",
-             state.rank);
+// Whether every rank of the node wants a setting. Where some do and some do
+// not, local rank 0 says so once (`mixed`: what differs and what every rank
+// does instead): a setting that differs between ranks is likely a mistake.
+bool every_rank_wants(const CommunicatorState& state, bool wanted, std::string_view mixed) {
+  MPI_Comm local = state.topology.local.get();
+  if (all_ranks_ok(local, wanted, state.rank)) return true;
+  // Every rank makes this second call too: the first answered alike everywhere.
+  const bool none_wanted = all_ranks_ok(local, !wanted, state.rank);
+  if (!none_wanted && state.topology.local_rank == 0) {
+    fmt::print(stderr, "concord: rank {}: {}\n", state.rank, mixed);
+  }
+  return false;
 }
 
 // Single-copy reads between the node's ranks, where every one of them wants
 // them (CONCORD_SHM_CMA) and the kernel allows them to every one; else none.
 void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
-  MPI_Comm local = state.topology.local.get();
-  const bool wanted = config().shm_cma;
-  if (!all_ranks_ok(local, wanted, state.rank)) {
-    warn_if_refused_by_some(local, wanted, state);
+  if (!every_rank_wants(state, config().shm_cma,
+                        "single-copy reads between ranks (cross-memory attach) are off: "
+                        "CONCORD_SHM_CMA=0 on some ranks of this node but not all; copying "
+                        "large messages through shared memory instead")) {
     return;
   }
+  MPI_Comm local = state.topology.local.get();
   const std::string failure = arena.probe_peer_reads(local);
   arena.set_peer_reads(
       agree_or_fall_back(local, failure, state.rank,
                          {"single-copy reads between ranks (cross-memory attach)",
                           "copying large messages through shared memory instead"}));
-}
-
-// The measured path choice (collectives/shared_path_choice.hpp) where every
-// rank of the node asks for it; a node whose ranks differ takes single copy
-// from the threshold everywhere, and local rank 0 says so once.
-bool agree_on_measuring_paths(const CommunicatorState& state) {
-  MPI_Comm local = state.topology.local.get();
-  const bool wanted = config().shm_measure_paths;
-  if (all_ranks_ok(local, wanted, state.rank)) return true;
-  // Every rank makes this second call too: the first answered alike everywhere.
-  const bool none_wanted = all_ranks_ok(local, !wanted, state.rank);
-  if (!none_wanted && state.topology.local_rank == 0) {
-    fmt::print(stderr,
-               "concord: rank {}: CONCORD_SHM_PATH_CHOICE differs between the ranks of this node; "
-               "large messages take single copy from the threshold on every rank\n",
-               state.rank);
-  }
-  return false;
 }
 
 }  // namespace
@@ -85,7 +70,13 @@ SharedArena* node_arena(const CommunicatorState& state) {
   if (!ok) arena.reset();
   if (auto* shm = dynamic_cast<ShmArena*>(arena.get())) {
     enable_peer_reads(*shm, state);
-    state.arena_measures_paths = agree_on_measuring_paths(state);
+    // The measured path choice (collectives/shared_path_choice.hpp) only where
+    // every rank asks for it: ranks that measured beside ranks that did not
+    // would take different paths for one message.
+    state.arena_measures_paths = every_rank_wants(
+        state, cfg.shm_measure_paths,
+        "CONCORD_SHM_PATH_CHOICE differs between the ranks of this node; large messages take "
+        "single copy from the threshold on every rank");
   }
   state.arena = std::move(arena);
   state.arena_everywhere = ok && cfg.shm;
