@@ -35,13 +35,13 @@ constexpr std::size_t kAlign = 64;
 // boundary on (each region on one, with the default page-multiple region size;
 // hardware prefetchers stop at page boundaries).
 constexpr std::size_t kPage = 4096;
-constexpr std::size_t kHeaderBytes =
-    (kCounterBytes + SharedArena::kBoardBytes + kPage - 1) / kPage * kPage;
-static_assert(kHeaderBytes % kAlign == 0);
 
-std::size_t round_up(std::size_t n, std::size_t to) {
+constexpr std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
+
+constexpr std::size_t kHeaderBytes = round_up(kCounterBytes + SharedArena::kBoardBytes, kPage);
+static_assert(kHeaderBytes % kAlign == 0);
 
 std::size_t segment_bytes(std::size_t region_bytes, int ranks) {
   return (kHeaderBytes + SharedArena::kRegions * region_bytes) * static_cast<std::size_t>(ranks);
