@@ -36,7 +36,9 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
   std::size_t capacity = rounds.region_elements();
   const std::size_t count = src.count();
   const std::size_t bytes = count * ctx.elem_size;
-  if (bytes <= limits.direct_bytes && count <= capacity) {
+  const std::size_t direct_limit =
+      node.size() == 2 ? limits.pair_direct_bytes : limits.direct_bytes;
+  if (bytes <= direct_limit && count <= capacity) {
     rounds.direct(src, dst);
     return;
   }

@@ -27,6 +27,7 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
   if (!json.is_object()) bad_table(origin, "\"thresholds\" must be an object");
   const std::pair<const char*, std::size_t*> fields[] = {
       {"shm_direct_bytes", &out.shm_direct_bytes},
+      {"shm_pair_direct_bytes", &out.shm_pair_direct_bytes},
       {"shm_stream_bytes", &out.shm_stream_bytes},
       {"shm_single_copy_bytes", &out.shm_single_copy_bytes},
       {"shm_single_copy_round_bytes", &out.shm_single_copy_round_bytes},
@@ -141,7 +142,10 @@ const SizeThresholds& size_thresholds() {
   static const SizeThresholds thresholds = [] {
     SizeThresholds t = active_tuning_table().thresholds();
     const Config& cfg = config();
-    if (cfg.shm_direct_bytes) t.shm_direct_bytes = *cfg.shm_direct_bytes;
+    if (cfg.shm_direct_bytes) {  // one limit for every rank count (docs/ENVIRONMENT.md)
+      t.shm_direct_bytes = *cfg.shm_direct_bytes;
+      t.shm_pair_direct_bytes = *cfg.shm_direct_bytes;
+    }
     if (cfg.shm_stream_bytes) t.shm_stream_bytes = *cfg.shm_stream_bytes;
     if (cfg.shm_single_copy_bytes) t.shm_single_copy_bytes = *cfg.shm_single_copy_bytes;
     if (cfg.cuda_direct_bytes) t.cuda_direct_bytes = *cfg.cuda_direct_bytes;

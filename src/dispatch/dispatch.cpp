@@ -28,8 +28,12 @@ namespace {
 // (and the variables that override it).
 SharedLimits host_shared_limits(const CommunicatorState& state) {
   const SizeThresholds& t = size_thresholds();
-  return {t.shm_direct_bytes, t.shm_stream_bytes, t.shm_single_copy_bytes,
-          t.shm_single_copy_round_bytes, state.arena_measures_paths};
+  return {.direct_bytes = t.shm_direct_bytes,
+          .pair_direct_bytes = t.shm_pair_direct_bytes,
+          .stream_bytes = t.shm_stream_bytes,
+          .single_copy_bytes = t.shm_single_copy_bytes,
+          .single_copy_round_bytes = t.shm_single_copy_round_bytes,
+          .measure_single_copy = state.arena_measures_paths};
 }
 
 // How many of each node's ranks carry a Hierarchical message across the

@@ -62,16 +62,19 @@ TEST_CASE("the built-in table parses and covers every size", "[tuning]") {
 TEST_CASE("size thresholds come from the table, built-in values otherwise", "[tuning]") {
   const auto& built_in = concord::detail::TuningTable::built_in().thresholds();
   CHECK(built_in.shm_direct_bytes == 1024);
+  CHECK(built_in.shm_pair_direct_bytes == 8 * 1024);
   CHECK(built_in.shm_stream_bytes == 8u << 20);
   CHECK(built_in.cuda_direct_bytes == 256 * 1024);
   CHECK(built_in.nccl_recursive_doubling_bytes == 64 * 1024);
   CHECK(built_in.hierarchical_spread_bytes == 0);  // every local rank crosses the network
   const auto table = concord::detail::TuningTable::parse(
-      R"({"thresholds": {"shm_direct_bytes": 0, "nccl_recursive_doubling_bytes": 4096,
+      R"({"thresholds": {"shm_direct_bytes": 0, "shm_pair_direct_bytes": 2048,
+                         "nccl_recursive_doubling_bytes": 4096,
                          "shm_stream_bytes": 65536, "hierarchical_spread_bytes": 4611686018427387904},
           "rules": [{"max_ranks": null, "algorithms": [{"max_bytes": null, "algorithm": "ring"}]}]})",
       "test");
   CHECK(table.thresholds().shm_direct_bytes == 0);
+  CHECK(table.thresholds().shm_pair_direct_bytes == 2048);
   CHECK(table.thresholds().shm_stream_bytes == 65536);
   CHECK(table.thresholds().cuda_direct_bytes == 256 * 1024);
   CHECK(table.thresholds().nccl_recursive_doubling_bytes == 4096);
