@@ -6,38 +6,25 @@ a host whose speed drifts: only the same-run ratios compare), and concord's medi
 
     python3 table.py DIR REPEATS
 """
+import os
 import statistics
 import sys
 
-
-def load(path):
-    """{size: {impl: latency us}} from one concord-bench output."""
-    rows = {}
-    for line in open(path):
-        p = line.split()
-        if len(p) >= 4 and p[0].isdigit():
-            rows.setdefault(int(p[0]), {})[p[3]] = float(p[1])
-    return rows
-
-
-def runs_of(d, name, repeats):
-    return [load(f"{d}/{name}-{r}.txt") for r in range(1, repeats + 1)]
-
-
-def fmt(values):
-    return f"{' / '.join(f'{v:.2f}' for v in values)} → {statistics.median(values):.2f}"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results-rounds"))
+from table import load, per_run  # noqa: E402
 
 
 def main(d, repeats):
-    new, old = runs_of(d, "pair", repeats), runs_of(d, "old", repeats)
+    new = [load(f"{d}/pair-{r}.txt") for r in range(1, repeats + 1)]
+    old = [load(f"{d}/old-{r}.txt") for r in range(1, repeats + 1)]
     print("| size | MPICH / concord, built-in limits | MPICH / concord, 1 KiB limit |"
           " concord µs, built-in / 1 KiB limit (medians) |")
     print("|---:|---|---|---|")
     for n in sorted(old[0]):
-        ours = [r[n]["concord:auto"] for r in new]
-        theirs = [r[n]["concord:auto"] for r in old]
-        print(f"| {n >> 10} KiB | {fmt([r[n]['mpi'] / o for r, o in zip(new, ours)])} | "
-              f"{fmt([r[n]['mpi'] / t for r, t in zip(old, theirs)])} | "
+        ours = [r[n]["concord:auto"][0] for r in new]
+        theirs = [r[n]["concord:auto"][0] for r in old]
+        print(f"| {n >> 10} KiB | {per_run([r[n]['mpi'][0] / o for r, o in zip(new, ours)], 2)} | "
+              f"{per_run([r[n]['mpi'][0] / t for r, t in zip(old, theirs)], 2)} | "
               f"{statistics.median(ours):.2f} / {statistics.median(theirs):.2f} |")
 
 
