@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The direct path's limit at 2 ranks (tuning table: shm_pair_direct_bytes, 16 KiB) against
+# The direct path's limit at 2 ranks (tuning table: shm_pair_direct_bytes, 8 KiB) against
 # the limit every rank count had before (1 KiB), with MPICH and the roofline in the same runs:
 # REPEATS rounds, each one run of each, alternating; 2 ranks pinned, float32 sum.
 #   pair-R.txt: the built-in limits, 4 B to 64 MiB (the issue-11 table of this build)

@@ -43,8 +43,7 @@ void allreduce_flat(Algorithm algorithm, Transport& t, void* buf, std::size_t co
 // one-synchronisation path where every rank reduces everything; larger ones are
 // reduce-scattered and allgathered region by region.
 struct SharedLimits {
-  std::size_t direct_bytes = 0;       // up to this: the one-synchronisation path
-  std::size_t pair_direct_bytes = 0;  // the same where the node has two ranks
+  std::size_t direct_bytes = 0;  // up to this: the one-synchronisation path
   // From this size on, results are copied out with Executor::copy_streaming.
   std::size_t stream_bytes = SIZE_MAX;
   // From this size on, where the arena can read peers' memory and both views

@@ -36,9 +36,7 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
   std::size_t capacity = rounds.region_elements();
   const std::size_t count = src.count();
   const std::size_t bytes = count * ctx.elem_size;
-  const std::size_t direct_limit =
-      node.size() == 2 ? limits.pair_direct_bytes : limits.direct_bytes;
-  if (bytes <= direct_limit && count <= capacity) {
+  if (bytes <= limits.direct_bytes && count <= capacity) {
     rounds.direct(src, dst);
     return;
   }

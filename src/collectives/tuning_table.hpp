@@ -21,15 +21,19 @@ namespace concord::detail {
 // Size limits within a path, beside the choice of algorithm.
 struct SizeThresholds {
   // Host messages up to this size take the one-synchronisation shared-memory
-  // path (every rank reduces everything).
+  // path (every rank reduces everything) where the node has three or more ranks.
   std::size_t shm_direct_bytes = 1024;
   // The same limit where the node has exactly two ranks. There the direct path
   // reads no more of the peer's memory than the rounds do (n bytes either way;
-  // at p ranks (p-1)n against 2n(p-1)/p) and saves one synchronisation: 2-8 KiB
-  // took 12-38 % less time in every run; 16 KiB gained or lost up to 8 % by
-  // the host's state, 32-64 KiB lost up to 10 % (bench/RESULTS.md, "The direct
+  // at p ranks (p-1)n against 2n(p-1)/p) and saves one synchronisation: at
+  // 2-8 KiB the median MPICH / concord ratio rose by 15-40 % (noise between such
+  // runs: up to 15 %), at 16 KiB it did not rise (bench/RESULTS.md, "The direct
   // path at 2 ranks").
   std::size_t shm_pair_direct_bytes = 8 << 10;
+  // The direct limit for a node of `node_ranks` ranks.
+  std::size_t shm_direct_bytes_for(int node_ranks) const {
+    return node_ranks == 2 ? shm_pair_direct_bytes : shm_direct_bytes;
+  }
   // Host messages of at least this size copy their results out of shared
   // memory with non-temporal stores (Executor::copy_streaming): the output is
   // larger than the last-level cache and would only evict the next round.

@@ -34,8 +34,9 @@ struct Config {
   // regions, i.e. the data one round of the shared-memory allreduce moves.
   std::size_t shm_region_bytes = 256 * 1024;
   // CONCORD_SHM_DIRECT_BYTES: messages up to this size take the
-  // one-synchronisation shared-memory path. Unset: the tuning table's
-  // shm_direct_bytes (size_thresholds() in collectives/tuning_table.hpp).
+  // one-synchronisation shared-memory path, whatever the node's rank count (it
+  // replaces the tuning table's shm_direct_bytes and shm_pair_direct_bytes).
+  // Unset: those (size_thresholds() in collectives/tuning_table.hpp).
   std::optional<std::size_t> shm_direct_bytes;
   // CONCORD_HIERARCHICAL_SPREAD_BYTES: Hierarchical messages of at least this
   // size cross the network from every rank of a node (one shard each), smaller

@@ -114,8 +114,7 @@ void run_device_allreduce(const Call& call, const Communicator& comm, bool devic
     case Path::SharedMemory:
       allreduce_shared(*res.arena, MessageView(call.send, call.count, esize),
                        MessageView(call.recv, call.count, esize), ctx,
-                       SharedLimits{.direct_bytes = size_thresholds().cuda_direct_bytes,
-                                    .pair_direct_bytes = size_thresholds().cuda_direct_bytes});
+                       SharedLimits{size_thresholds().cuda_direct_bytes});
       break;
     case Path::Hierarchical:
     case Path::Flat: {

@@ -24,12 +24,12 @@
 namespace concord::detail {
 namespace {
 
-// The size limits of the host shared-memory path, all from the tuning table
-// (and the variables that override it).
+// The size limits of the host shared-memory path on this node's arena (the
+// direct limit depends on its rank count), all from the tuning table and the
+// variables that override it.
 SharedLimits host_shared_limits(const CommunicatorState& state) {
   const SizeThresholds& t = size_thresholds();
-  return {.direct_bytes = t.shm_direct_bytes,
-          .pair_direct_bytes = t.shm_pair_direct_bytes,
+  return {.direct_bytes = t.shm_direct_bytes_for(state.arena->size()),
           .stream_bytes = t.shm_stream_bytes,
           .single_copy_bytes = t.shm_single_copy_bytes,
           .single_copy_round_bytes = t.shm_single_copy_round_bytes,

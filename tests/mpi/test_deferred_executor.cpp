@@ -107,9 +107,7 @@ TEST_CASE("the node allreduce is correct when copies and reductions run only at 
                                       const void* send, void* recv, std::size_t count) {
       const detail::MessageView src(send, count, ctx.elem_size);
       const detail::MessageView dst(recv, count, ctx.elem_size);
-      detail::allreduce_shared(
-          *arena, src, dst, ctx,
-          detail::SharedLimits{.direct_bytes = direct_bytes, .pair_direct_bytes = direct_bytes});
+      detail::allreduce_shared(*arena, src, dst, ctx, detail::SharedLimits{direct_bytes});
     });
   }
 }

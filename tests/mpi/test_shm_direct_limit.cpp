@@ -2,11 +2,13 @@
 // direct limit the one-synchronisation path, above it copied rounds. The limit
 // depends on the node's rank count (collectives/tuning_table.hpp): 8 KiB at
 // two ranks, where the direct path reads no more of the peer's memory than the
-// rounds do, 1 KiB at more. The library counts the messages that took rounds
-// (not the direct ones: that path is the latency-critical one), so a message on
-// one node's shared memory below the single-copy size that added no count took
-// the direct path. Every result is checked against the serial reference.
-// Runs in the default configuration only (no tuning file or size variables).
+// rounds do, 1 KiB at more; CONCORD_SHM_DIRECT_BYTES, when set, is the limit at
+// every rank count (mpi_np{2,3}_shm_direct_env). The library counts the
+// messages that took rounds (not the direct ones: that path is the
+// latency-critical one), so a message on one node's shared memory below the
+// single-copy size that added no count took the direct path. Every result is
+// checked against the serial reference. Skips where a tuning file or another
+// size variable could move the limits.
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>
@@ -16,7 +18,9 @@
 #include "core/communicator_state.hpp"
 #include "mpi/test_support.hpp"
 
+#include <charconv>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -26,13 +30,27 @@ using namespace concord::test;
 using concord::detail::shm_path_count;
 using concord::detail::ShmPath;
 
-bool configured_by_environment() {
-  for (const char* name : {"CONCORD_TUNING_FILE", "CONCORD_SHM_DIRECT_BYTES",
-                           "CONCORD_SHM_REGION_BYTES", "CONCORD_SHM"}) {
+bool limits_moved_by_environment() {
+  for (const char* name :
+       {"CONCORD_TUNING_FILE", "CONCORD_SHM_REGION_BYTES", "CONCORD_SHM_SINGLE_COPY_BYTES"}) {
     const char* v = std::getenv(name);
     if (v != nullptr && *v != '\0') return true;
   }
   return false;
+}
+
+// The limit this configuration should have, written out here (not read from the
+// library): the variable where set, else the built-in one for the rank count.
+std::size_t expected_direct_limit(int node_ranks) {
+  const char* v = std::getenv("CONCORD_SHM_DIRECT_BYTES");
+  if (v == nullptr || *v == '\0') return node_ranks == 2 ? 8192 : 1024;
+  const std::string_view text(v);
+  std::size_t limit = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), limit);
+  if (error != std::errc{} || end != text.data() + text.size() || limit % 4 != 0) {
+    FAIL("CONCORD_SHM_DIRECT_BYTES must be a multiple of 4 bytes here, not '" << text << "'");
+  }
+  return limit;
 }
 
 // Runs one float32 sum of `bytes` and says whether it took copied rounds.
@@ -59,12 +77,11 @@ TEST_CASE("small host messages take the direct path up to the node's limit for i
   const detail::CommunicatorState& state = comm.state();
   const detail::SharedArena* arena = detail::node_arena(state);  // made on first use
   if (comm.size() < 2 || state.topology.num_nodes != 1 || arena == nullptr ||
-      !state.arena_everywhere || configured_by_environment()) {
-    SUCCEED("needs 2+ ranks on one node with shared memory and the built-in size limits");
+      !state.arena_everywhere || limits_moved_by_environment()) {
+    SUCCEED("needs 2+ ranks on one node with shared memory, no tuning file or size variables");
     return;
   }
-  // The built-in limits, written out here (not read from the library).
-  const std::size_t limit = comm.size() == 2 ? 8192 : 1024;
+  const std::size_t limit = expected_direct_limit(comm.size());
   for (std::size_t bytes : {std::size_t{4}, limit / 2, limit}) {
     INFO("ranks=" << comm.size() << " bytes=" << bytes << ": the direct path expected");
     CHECK_FALSE(took_rounds(comm, bytes));
