@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Hierarchical against the flat algorithms at 2 hosts x 2 ranks over a 1 Gbit/s
+# link, 4-64 MiB, REPEATS rounds; each round runs the two placements one after
+# the other (each run interleaved size by size):
+#   OUTDIR/spread-R.txt:  the scheduler places all four ranks on both cores
+#   OUTDIR/hostcore-R.txt: tests/cluster/mpirun -c, each host's ranks on a core
+#                          of their own (host i on core i), as on separate machines
+#   OUTDIR/tuned-R.txt:    the same with the model's tuning file for this cluster
+#                          (../2026-11-24-quiet/tuning-2x2-1gbit.json: one leader per
+#                          host across the link, as bench/cluster_model.py tune writes
+#                          for 1 Gbit/s)
+# On the namespace cluster (tests/cluster; torn down on exit).
+#   bench/cluster-data/2026-11-24-late/hier.sh [REPEATS] [OUTDIR]
+#   python3 bench/cluster-data/2026-11-24-late/table.py OUTDIR REPEATS
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+out=${2:-$here}
+cluster=$root/tests/cluster
+export CONCORD_CLUSTER=${CONCORD_CLUSTER:-hier}
+trap '"$cluster/cluster-down"' EXIT
+"$cluster/cluster-up" 2 1gbit
+run() {  # output [mpirun options...]
+  local file=$1
+  shift
+  { uptime; "$cluster/mpirun" -t 900 "$@" 2x2 "${BUILD_DIR:-$root/build}/concord-bench" allreduce \
+      --impl concord --algo ring,recursive_doubling,reduce_scatter_allgather,hierarchical \
+      -m 4M:64M -i 5 -x 1
+    uptime; } > "$file" 2>&1
+}
+for ((r = 1; r <= ${1:-3}; r++)); do
+  run "$out/spread-$r.txt"
+  run "$out/hostcore-$r.txt" -c
+  CONCORD_TUNING_FILE=$here/../2026-11-24-quiet/tuning-2x2-1gbit.json run "$out/tuned-$r.txt" -c
+done
