@@ -5,15 +5,8 @@
 #   bench/cluster-data/2026-11-24-evening/hier.sh [REPEATS] [OUTDIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
 out=${2:-$here}
-cluster=$root/tests/cluster
-export CONCORD_CLUSTER=${CONCORD_CLUSTER:-hier}
-trap '"$cluster/cluster-down"' EXIT
-"$cluster/cluster-up" 2 1gbit
+source "$here/../hier_run.sh"
 for ((r = 1; r <= ${1:-3}; r++)); do
-  { uptime; "$cluster/mpirun" -t 900 2x2 "${BUILD_DIR:-$root/build}/concord-bench" allreduce \
-      --impl concord --algo ring,recursive_doubling,reduce_scatter_allgather,hierarchical \
-      -m 4M:64M -i 3 -x 1
-    uptime; } > "$out/2x2-1gbit-$r.txt" 2>&1
+  hier_run "$out/2x2-1gbit-$r.txt" 3
 done

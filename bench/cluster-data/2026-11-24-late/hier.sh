@@ -14,22 +14,11 @@
 #   python3 bench/cluster-data/2026-11-24-late/table.py OUTDIR REPEATS
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
 out=${2:-$here}
-cluster=$root/tests/cluster
-export CONCORD_CLUSTER=${CONCORD_CLUSTER:-hier}
-trap '"$cluster/cluster-down"' EXIT
-"$cluster/cluster-up" 2 1gbit
-run() {  # output [mpirun options...]
-  local file=$1
-  shift
-  { uptime; "$cluster/mpirun" -t 900 "$@" 2x2 "${BUILD_DIR:-$root/build}/concord-bench" allreduce \
-      --impl concord --algo ring,recursive_doubling,reduce_scatter_allgather,hierarchical \
-      -m 4M:64M -i 5 -x 1
-    uptime; } > "$file" 2>&1
-}
+source "$here/../hier_run.sh"
 for ((r = 1; r <= ${1:-3}; r++)); do
-  run "$out/spread-$r.txt"
-  run "$out/hostcore-$r.txt" -c
-  CONCORD_TUNING_FILE=$here/../2026-11-24-quiet/tuning-2x2-1gbit.json run "$out/tuned-$r.txt" -c
+  hier_run "$out/spread-$r.txt" 5
+  hier_run "$out/hostcore-$r.txt" 5 -c
+  CONCORD_TUNING_FILE=$here/../2026-11-24-quiet/tuning-2x2-1gbit.json \
+    hier_run "$out/tuned-$r.txt" 5 -c
 done

@@ -1,0 +1,19 @@
+# Sourced by the Hierarchical record scripts (2026-11-24-evening/hier.sh,
+# 2026-11-24-late/hier.sh): brings up a 2-host cluster at 1 Gbit/s (tests/cluster,
+# torn down when the script exits) and defines
+#   hier_run FILE ITERATIONS [tests/cluster/mpirun options...]
+# which runs concord-bench allreduce at 2 hosts x 2 ranks, every flat algorithm and
+# Hierarchical interleaved size by size, 4-64 MiB, into FILE between two uptimes.
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cluster=$root/tests/cluster
+export CONCORD_CLUSTER=${CONCORD_CLUSTER:-hier}
+trap '"$cluster/cluster-down"' EXIT
+"$cluster/cluster-up" 2 1gbit
+hier_run() {
+  local file=$1 iterations=$2
+  shift 2
+  { uptime; "$cluster/mpirun" -t 900 "$@" 2x2 "${BUILD_DIR:-$root/build}/concord-bench" allreduce \
+      --impl concord --algo ring,recursive_doubling,reduce_scatter_allgather,hierarchical \
+      -m 4M:64M -i "$iterations" -x 1
+    uptime; } > "$file" 2>&1
+}
