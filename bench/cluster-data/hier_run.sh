@@ -3,7 +3,9 @@
 # torn down when the script exits) and defines
 #   hier_run FILE ITERATIONS [tests/cluster/mpirun options...]
 # which runs concord-bench allreduce at 2 hosts x 2 ranks, every flat algorithm and
-# Hierarchical interleaved size by size, 4-64 MiB, into FILE between two uptimes.
+# Hierarchical interleaved size by size, 4-64 MiB, into FILE between two uptimes,
+# after the CONCORD_ variables in force. It sets the sourcing script's EXIT trap
+# and the globals root and cluster.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cluster=$root/tests/cluster
 export CONCORD_CLUSTER=${CONCORD_CLUSTER:-hier}
@@ -12,7 +14,7 @@ trap '"$cluster/cluster-down"' EXIT
 hier_run() {
   local file=$1 iterations=$2
   shift 2
-  { uptime; "$cluster/mpirun" -t 900 "$@" 2x2 "${BUILD_DIR:-$root/build}/concord-bench" allreduce \
+  { uptime; env | grep '^CONCORD_' | sort; "$cluster/mpirun" -t 900 "$@" 2x2 "${BUILD_DIR:-$root/build}/concord-bench" allreduce \
       --impl concord --algo ring,recursive_doubling,reduce_scatter_allgather,hierarchical \
       -m 4M:64M -i "$iterations" -x 1
     uptime; } > "$file" 2>&1

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Hierarchical against the flat algorithms at 2 hosts x 2 ranks over a 1 Gbit/s
-# link, 4-64 MiB, REPEATS rounds; each round runs the two placements one after
-# the other (each run interleaved size by size):
+# link, 4-64 MiB, REPEATS rounds; each round runs three configurations one after
+# the other, always in this order (each run interleaved size by size):
 #   OUTDIR/spread-R.txt:  the scheduler places all four ranks on both cores
-#   OUTDIR/hostcore-R.txt: tests/cluster/mpirun -c, each host's ranks on a core
-#                          of their own (host i on core i), as on separate machines
+#   OUTDIR/hostcore-R.txt: tests/cluster/mpirun -c, each host's ranks confined to
+#                          a core of their own (host i on core i): hosts do not
+#                          compete for cores
 #   OUTDIR/tuned-R.txt:    the same with the model's tuning file for this cluster
 #                          (../2026-11-24-quiet/tuning-2x2-1gbit.json: one leader per
 #                          host across the link, as bench/cluster_model.py tune writes

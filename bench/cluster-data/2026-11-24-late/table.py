@@ -1,7 +1,6 @@
 """Best flat algorithm's time over Hierarchical's, per size: per run and median, for
-each configuration of hier.sh (spread-R.txt, hostcore-R.txt, tuned-R.txt); the issue's
-target is 1.35
-at every size from 4 MiB, in every run.
+each configuration of hier.sh found in DIR (spread-R.txt, hostcore-R.txt, tuned-R.txt);
+the issue's target is 1.35 at every size from 4 MiB, in every run.
 
     python3 table.py DIR REPEATS
 """
@@ -31,14 +30,16 @@ def ratios(run):
 
 
 def main(d, repeats):
-    print("| size | configuration | best flat / Hierarchical, per run → median | best flat |")
-    print("|---:|---|---|---|")
     names = {"spread": "scheduler", "hostcore": "a core per host",
              "tuned": "a core per host, tuning file"}
     # A directory may hold only some configurations (first/: the first two).
     names = {p: n for p, n in names.items() if os.path.exists(f"{d}/{p}-1.txt")}
     runs = {p: [ratios(load(f"{d}/{p}-{r}.txt")) for r in range(1, repeats + 1)] for p in names}
-    for n in sorted(runs["spread"][0]):
+    if not runs:
+        sys.exit(f"table.py: no spread-1.txt, hostcore-1.txt or tuned-1.txt in {d}")
+    print("| size | configuration | best flat / Hierarchical, per run → median | best flat |")
+    print("|---:|---|---|---|")
+    for n in sorted(next(iter(runs.values()))[0]):
         for placement, name in names.items():
             values = [r[n][0] for r in runs[placement]]
             best = sorted({r[n][1] for r in runs[placement]})
