@@ -14,7 +14,7 @@ trap '"$cluster/cluster-down"' EXIT
 hier_run() {
   local file=$1 iterations=$2
   shift 2
-  { uptime; env | grep '^CONCORD_' | sort; "$cluster/mpirun" -t 900 "$@" 2x2 "${BUILD_DIR:-$root/build}/concord-bench" allreduce \
+  { uptime; env | sort | grep '^CONCORD_' || true; "$cluster/mpirun" -t 900 "$@" 2x2 "${BUILD_DIR:-$root/build}/concord-bench" allreduce \
       --impl concord --algo ring,recursive_doubling,reduce_scatter_allgather,hierarchical \
       -m 4M:64M -i "$iterations" -x 1
     uptime; } > "$file" 2>&1
