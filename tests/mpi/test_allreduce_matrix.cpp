@@ -14,9 +14,9 @@
 #include "mpi/cma_probe.hpp"
 #include "mpi/test_support.hpp"
 
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,13 +46,9 @@ std::vector<std::size_t> counts_for(int ranks) {
   // The largest count only on up to 4 ranks: the suite runs on 2 cores.
   if (ranks <= 4) counts.push_back((std::size_t{1} << 20) + 3);
   if (const char* max = std::getenv("CONCORD_TEST_MAX_COUNT"); max != nullptr && *max != '\0') {
-    std::size_t limit = 0;
-    const std::string_view text(max);
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), limit);
-    if (error != std::errc{} || end != text.data() + text.size()) {
-      FAIL("CONCORD_TEST_MAX_COUNT must be a count of elements, not '" << text << "'");
-    }
-    std::erase_if(counts, [limit](std::size_t c) { return c > limit; });
+    const std::optional<std::size_t> limit = parse_size(max);
+    if (!limit) FAIL("CONCORD_TEST_MAX_COUNT must be a count of elements, not '" << max << "'");
+    std::erase_if(counts, [limit](std::size_t c) { return c > *limit; });
   }
   return counts;
 }

@@ -18,9 +18,8 @@
 #include "core/communicator_state.hpp"
 #include "mpi/test_support.hpp"
 
-#include <charconv>
 #include <cstdlib>
-#include <string_view>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -44,13 +43,11 @@ bool limits_moved_by_environment() {
 std::size_t expected_direct_limit(int node_ranks) {
   const char* v = std::getenv("CONCORD_SHM_DIRECT_BYTES");
   if (v == nullptr || *v == '\0') return node_ranks == 2 ? 8192 : 1024;
-  const std::string_view text(v);
-  std::size_t limit = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), limit);
-  if (error != std::errc{} || end != text.data() + text.size() || limit % 4 != 0) {
-    FAIL("CONCORD_SHM_DIRECT_BYTES must be a multiple of 4 bytes here, not '" << text << "'");
+  const std::optional<std::size_t> limit = parse_size(v);
+  if (!limit || *limit % 4 != 0) {
+    FAIL("CONCORD_SHM_DIRECT_BYTES must be a multiple of 4 bytes here, not '" << v << "'");
   }
-  return limit;
+  return *limit;
 }
 
 // Runs one float32 sum of `bytes` and says whether it took copied rounds.

@@ -5,10 +5,12 @@
 #include <concord/types.hpp>
 
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -255,6 +257,15 @@ inline const std::vector<ReduceOp>& all_ops() {
                                        ReduceOp::Avg};
   return v;
 }
+// A whole unsigned decimal number (a test variable's value), or nullopt where
+// `text` is anything else; the caller says what the variable must hold.
+inline std::optional<std::size_t> parse_size(std::string_view text) {
+  std::size_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 // Every algorithm, or those CONCORD_TEST_ALGORITHMS lists (comma-separated), so
 // CTest can run one path under several configurations without the whole matrix.
 inline const std::vector<Algorithm>& all_algorithms() {
