@@ -80,7 +80,9 @@ void record_path(PathBoard& mine, const PathPlan& plan, double seconds) {
 
 PathPlan plan_large_path(SharedArena& arena, std::size_t bytes, bool measure) {
   if (!measure || arena.board(arena.rank()) == nullptr) return {};
-  std::vector<const PathBoard*> boards;
+  // Kept per thread, so that an eligible message allocates nothing.
+  thread_local std::vector<const PathBoard*> boards;
+  boards.clear();
   for (int r = 0; r < arena.size(); ++r) boards.push_back(&board_of(arena, r));
   return plan_path(board_of(arena, arena.rank()), boards, bytes);
 }
