@@ -6,15 +6,10 @@ and concord's % of the same-run roofline in the measure and the threshold runs.
     python3 table.py [RUNS]
 """
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results-rounds"))
-from table import load, size_name  # noqa: E402
-
-
-def cell(values, digits):
-    return f"{' / '.join(f'{x:.{digits}f}' for x in values)} → {statistics.median(values):.{digits}f}"
+from table import load, per_run, size_name  # noqa: E402
 
 
 def main(runs):
@@ -28,10 +23,10 @@ def main(runs):
         ours = [r[n]["concord:auto"] for r in measure]
         single = [r[n]["concord:auto"] for r in threshold]
         print(f"| {size_name(n)} "
-              f"| {cell([r[n]['mpi'][0] / c[0] for r, c in zip(measure, ours)], 2)} "
-              f"| {cell([r[n]['concord-copy:auto'][0] / c[0] for r, c in zip(measure, ours)], 2)} "
-              f"| {cell([c[1] for c in ours], 0)} | {cell([c[1] for c in single], 0)} "
-              f"| {cell([r[n]['mpi'][0] / c[0] for r, c in zip(threshold, single)], 2)} |")
+              f"| {per_run([r[n]['mpi'][0] / c[0] for r, c in zip(measure, ours)], 2)} "
+              f"| {per_run([r[n]['concord-copy:auto'][0] / c[0] for r, c in zip(measure, ours)], 2)} "
+              f"| {per_run([c[1] for c in ours], 0)} | {per_run([c[1] for c in single], 0)} "
+              f"| {per_run([r[n]['mpi'][0] / c[0] for r, c in zip(threshold, single)], 2)} |")
 
 
 if __name__ == "__main__":

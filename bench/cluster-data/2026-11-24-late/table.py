@@ -5,8 +5,11 @@ the issue's target is 1.35 at every size from 4 MiB, in every run.
     python3 table.py DIR REPEATS
 """
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "results-rounds"))
+from table import per_run  # noqa: E402
 
 
 def load(path):
@@ -43,8 +46,7 @@ def main(d, repeats):
         for placement, name in names.items():
             values = [r[n][0] for r in runs[placement]]
             best = sorted({r[n][1] for r in runs[placement]})
-            print(f"| {n >> 20} MiB | {name} | {' / '.join(f'{v:.2f}' for v in values)} → "
-                  f"{statistics.median(values):.2f} | {', '.join(best)} |")
+            print(f"| {n >> 20} MiB | {name} | {per_run(values, 2)} | {', '.join(best)} |")
 
 
 if __name__ == "__main__":
