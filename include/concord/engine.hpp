@@ -71,6 +71,11 @@ struct EngineOptions {
   // Largest fusion bucket in bytes; 0 disables fusion (one collective per tensor).
   // Unset: CONCORD_FUSION_THRESHOLD or the built-in default (docs/ENGINE.md).
   std::optional<std::size_t> fusion_threshold;
+  // Where buckets are packed into a fusion buffer (ranks on several nodes, or a
+  // flat algorithm), a host tensor of at least this many bytes is reduced where
+  // it lies, in a bucket of its own, instead of being copied in and out; 0: every
+  // tensor may be packed. Unset: CONCORD_FUSION_IN_PLACE_BYTES or 256 KiB.
+  std::optional<std::size_t> fusion_in_place_bytes;
   // How long a cycle waits for more tensors before negotiating, in milliseconds.
   // Unset: CONCORD_CYCLE_TIME_MS or the built-in default.
   std::optional<double> cycle_time_ms;

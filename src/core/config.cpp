@@ -51,6 +51,10 @@ void parse_engine_settings(const EnvLookup& lookup, Config& config) {
   if (auto v = lookup("CONCORD_FUSION_THRESHOLD"); v && !v->empty()) {
     config.fusion_threshold = parse_unsigned("CONCORD_FUSION_THRESHOLD", *v, 0, 1ull << 34);
   }
+  if (auto v = lookup("CONCORD_FUSION_IN_PLACE_BYTES"); v && !v->empty()) {
+    config.fusion_in_place_bytes =
+        parse_unsigned("CONCORD_FUSION_IN_PLACE_BYTES", *v, 0, 1ull << 34);
+  }
   if (auto v = lookup("CONCORD_CYCLE_TIME_MS"); v && !v->empty()) {
     config.cycle_time_ms = parse_seconds("CONCORD_CYCLE_TIME_MS", *v, 10000);
   }

@@ -64,6 +64,10 @@ struct Config {
   // bucket in bytes (0: no fusion). Unset: default_fusion_threshold() in
   // engine/fusion.hpp, by whether the ranks span nodes.
   std::optional<std::size_t> fusion_threshold;
+  // CONCORD_FUSION_IN_PLACE_BYTES: where buckets are packed, host tensors of at
+  // least this size are reduced alone, where they lie (0: never). Unset:
+  // kDefaultFusionInPlaceBytes in engine/fusion.hpp.
+  std::optional<std::size_t> fusion_in_place_bytes;
   // CONCORD_CYCLE_TIME_MS: how long a negotiation cycle lasts at least.
   double cycle_time_ms = 1.0;
   // CONCORD_STALL_WARNING_S / CONCORD_STALL_TIMEOUT_S (0: never).

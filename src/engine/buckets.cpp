@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <future>
 #include <optional>
 #include <vector>
@@ -28,7 +30,16 @@ namespace concord::detail {
 void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces,
                              Clock::time_point agreed) {
   if (allreduces.empty()) return;
-  std::vector<Bucket> buckets = plan_buckets(allreduces, fusion_threshold_);
+  // The host layout is decided the first time host tensors come (in the same
+  // cycle on every rank; it may set up the node's shared memory, which a job
+  // with device tensors only never needs).
+  const bool any_host =
+      std::ranges::any_of(allreduces, [](const auto& w) { return w->sig.device == Device::Cpu; });
+  if (!zero_copy_ && any_host) zero_copy_ = tensors_in_place_supported(data_, algorithm_);
+  // In place, a bucket costs what one allreduce of its bytes costs, however
+  // large its tensors; packed, a large host tensor is cheaper alone (fusion.hpp).
+  const std::size_t alone_bytes = zero_copy_ == false ? fusion_in_place_bytes_ : SIZE_MAX;
+  std::vector<Bucket> buckets = plan_buckets(allreduces, fusion_threshold_, alone_bytes);
   // Device buckets go through the device path, host buckets below; the order of
   // collectives is the same on every rank either way.
   std::erase_if(buckets, [&](const Bucket& b) {
@@ -38,8 +49,6 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
     return true;
   });
   if (buckets.empty()) return;
-  if (!zero_copy_)
-    zero_copy_ = tensors_in_place_supported(data_, algorithm_);  // same on every rank
   if (*zero_copy_) {
     run_buckets_in_place(buckets, agreed);
   } else {

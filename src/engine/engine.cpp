@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,11 @@
 namespace concord {
 namespace detail {
 namespace {
+
+// 0 turns the rule off: no tensor is that large.
+std::size_t in_place_limit(std::size_t bytes) {
+  return bytes == 0 ? SIZE_MAX : bytes;
+}
 
 void require_thread_multiple(int rank) {
   int level = MPI_THREAD_SINGLE;
@@ -52,6 +58,8 @@ EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
       control_(comm.mpi_comm()),
       fusion_threshold_(options.fusion_threshold.value_or(
           config().fusion_threshold.value_or(default_fusion_threshold(comm.num_nodes())))),
+      fusion_in_place_bytes_(in_place_limit(options.fusion_in_place_bytes.value_or(
+          config().fusion_in_place_bytes.value_or(kDefaultFusionInPlaceBytes)))),
       cycle_time_ms_(options.cycle_time_ms.value_or(config().cycle_time_ms)),
       stall_{options.stall_warning_s.value_or(config().stall_warning_s),
              options.stall_timeout_s.value_or(config().stall_timeout_s)},

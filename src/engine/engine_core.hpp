@@ -96,6 +96,7 @@ class EngineCore {
   Communicator data_;     // the engine's collectives
   Communicator control_;  // negotiation only
   std::size_t fusion_threshold_;
+  std::size_t fusion_in_place_bytes_;  // packed layout only; SIZE_MAX: never alone
   double cycle_time_ms_;
   StallPolicy stall_;
   Algorithm algorithm_;

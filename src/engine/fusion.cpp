@@ -3,6 +3,7 @@
 #include "reduce/reduce_kernels.hpp"
 
 #include <cstring>
+#include <optional>
 
 namespace concord::detail {
 
@@ -19,23 +20,30 @@ double output_scale(const Signature& sig, int ranks) {
 }
 
 std::vector<Bucket> plan_buckets(const std::vector<std::shared_ptr<Work>>& ready,
-                                 std::size_t threshold) {
+                                 std::size_t threshold, std::size_t in_place_bytes) {
   std::vector<Bucket> buckets;
-  std::size_t bytes = 0;
+  std::optional<std::size_t> open;  // the bucket small tensors fill
+  std::size_t bytes = 0;            // in buckets[*open]
   for (const auto& w : ready) {
-    const std::size_t esize = size_of(w->sig.dtype);
-    const std::size_t wbytes = w->tensor.count * esize;
+    const std::size_t wbytes = w->tensor.count * size_of(w->sig.dtype);
     const ReduceOp op = effective_op(w->sig.op);
-    const bool fits = !buckets.empty() && threshold != 0 && buckets.back().dtype == w->sig.dtype &&
-                      buckets.back().op == op && buckets.back().device == w->sig.device &&
-                      bytes <= threshold && wbytes <= threshold - bytes;  // cannot overflow
-    if (!fits) {
-      buckets.push_back(Bucket{{}, w->sig.dtype, op, w->sig.device, 0});
-      bytes = 0;
+    const Bucket own{{w}, w->sig.dtype, op, w->sig.device, w->tensor.count};
+    if (w->sig.device == Device::Cpu && wbytes >= in_place_bytes) {
+      buckets.push_back(own);
+      continue;
     }
-    buckets.back().works.push_back(w);
-    buckets.back().count += w->tensor.count;
-    bytes += wbytes;
+    const bool fits = open && threshold != 0 && buckets[*open].dtype == w->sig.dtype &&
+                      buckets[*open].op == op && buckets[*open].device == w->sig.device &&
+                      bytes <= threshold && wbytes <= threshold - bytes;  // cannot overflow
+    if (fits) {
+      buckets[*open].works.push_back(w);
+      buckets[*open].count += w->tensor.count;
+      bytes += wbytes;
+    } else {
+      open = buckets.size();
+      buckets.push_back(own);
+      bytes = wbytes;
+    }
   }
   return buckets;
 }

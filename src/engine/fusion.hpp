@@ -5,6 +5,7 @@
 #include "engine/work.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -29,12 +30,25 @@ std::size_t default_fusion_threshold(int num_nodes);
 // Avg reduces as Sum; the division goes into the postscale.
 ReduceOp effective_op(ReduceOp op);
 
+// Where buckets are packed (across nodes, flat algorithms), each byte of a
+// fused tensor is copied into the buffer and out again: two passes that cost
+// more than one more collective once a tensor is a few hundred KiB (ResNet-50
+// across 2 hosts, unlimited link: the fused step 1.01-1.10x one flat allreduce
+// of the same bytes with every tensor packed, 0.88-1.04x with these alone;
+// bench/RESULTS.md, "Fusion: large tensors alone"). A host tensor of at least
+// this many bytes is reduced alone, where it lies, unless the options or
+// CONCORD_FUSION_IN_PLACE_BYTES say otherwise.
+inline constexpr std::size_t kDefaultFusionInPlaceBytes = std::size_t{256} << 10;
+
 // Splits `ready` (allreduces only, in the global order) into buckets. A bucket
 // closes when the next tensor has another dtype, op or device, or would pass
 // `threshold` bytes; a tensor larger than the threshold gets a bucket of its own.
-// threshold == 0: one bucket per tensor.
+// threshold == 0: one bucket per tensor. A host tensor of `in_place_bytes` or more
+// also gets a bucket of its own, and the bucket being filled stays open past it,
+// so small tensors on either side of a large one still share a bucket (which
+// then runs before the large one; the order is the same on every rank).
 std::vector<Bucket> plan_buckets(const std::vector<std::shared_ptr<Work>>& ready,
-                                 std::size_t threshold);
+                                 std::size_t threshold, std::size_t in_place_bytes = SIZE_MAX);
 
 // The factor applied after the reduction: postscale, divided by `ranks` for Avg.
 double output_scale(const Signature& sig, int ranks);

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -102,19 +103,30 @@ TEST_CASE("1000 random tensors in random order from random threads", "[engine]")
   Communicator comm = Communicator::world();
   const int rank = comm.rank();
   // Auto reduces buckets in place through shared memory (several ranks on one
-  // node); Ring packs them into fusion buffers on the packer thread.
-  const std::pair<std::size_t, Algorithm> variants[] = {{std::size_t{64} << 20, Algorithm::Auto},
-                                                        {4096, Algorithm::Auto},
-                                                        {0, Algorithm::Auto},
-                                                        {std::size_t{64} << 20, Algorithm::Ring},
-                                                        {4096, Algorithm::Ring}};
-  for (const auto& [threshold, algorithm] : variants) {
-    INFO("fusion threshold " << threshold << ", " << to_string(algorithm));
+  // node); Ring packs them into fusion buffers on the packer thread, except
+  // tensors of at least the in-place size (default 256 KiB: a few of these; 1 KiB:
+  // most of the medium and large ones, between fused small ones; 0: none).
+  struct Variant {
+    std::size_t threshold;
+    Algorithm algorithm;
+    std::optional<std::size_t> in_place_bytes;
+  };
+  const Variant variants[] = {{std::size_t{64} << 20, Algorithm::Auto, {}},
+                              {4096, Algorithm::Auto, {}},
+                              {0, Algorithm::Auto, {}},
+                              {std::size_t{64} << 20, Algorithm::Ring, {}},
+                              {std::size_t{64} << 20, Algorithm::Ring, 1024},
+                              {4096, Algorithm::Ring, 0}};
+  for (const auto& [threshold, algorithm, in_place_bytes] : variants) {
+    INFO("fusion threshold " << threshold << ", " << to_string(algorithm) << ", in place from "
+                             << in_place_bytes.value_or(256 * 1024));
     EngineOptions options = quick();
     options.fusion_threshold = threshold;
     options.algorithm = algorithm;
+    options.fusion_in_place_bytes = in_place_bytes;
     Engine engine(comm, options);
-    const std::string prefix = fmt::format("t{}-{}/", threshold, to_string(algorithm));
+    const std::string prefix = fmt::format("t{}-{}-{}/", threshold, to_string(algorithm),
+                                           in_place_bytes.value_or(256 * 1024));
     auto tensors = make_tensors(1000, rank, 1234, prefix);
     std::vector<int> order(tensors.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -273,6 +285,7 @@ TEST_CASE("an allocation that throws fails the handles, not the process", "[engi
   EngineOptions options = quick();
   options.algorithm = Algorithm::Ring;  // buckets go through the fusion buffer
   options.fusion_threshold = std::numeric_limits<std::size_t>::max();
+  options.fusion_in_place_bytes = 0;  // large tensors are packed too
   Engine engine(comm, options);
   std::int8_t dummy = 0;
   const std::size_t huge = std::size_t{1} << 62;

@@ -116,6 +116,18 @@ TEST_CASE("CONCORD_FUSION_THRESHOLD", "[config]") {
                     Catch::Matchers::Contains("CONCORD_FUSION_THRESHOLD"));
 }
 
+TEST_CASE("CONCORD_FUSION_IN_PLACE_BYTES", "[config]") {
+  // Unset: the engine's default (256 KiB); 0 turns the rule off.
+  CHECK_FALSE(parse_config(env({})).fusion_in_place_bytes.has_value());
+  CHECK(parse_config(env({{"CONCORD_FUSION_IN_PLACE_BYTES", "0"}})).fusion_in_place_bytes == 0);
+  CHECK(parse_config(env({{"CONCORD_FUSION_IN_PLACE_BYTES", "1048576"}})).fusion_in_place_bytes ==
+        std::size_t{1} << 20);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_FUSION_IN_PLACE_BYTES", "1M"}})),
+                    Catch::Matchers::Contains("CONCORD_FUSION_IN_PLACE_BYTES"));
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_FUSION_IN_PLACE_BYTES", "17179869185"}})),
+                    Catch::Matchers::Contains("CONCORD_FUSION_IN_PLACE_BYTES"));
+}
+
 TEST_CASE("CONCORD_HIERARCHICAL_SPREAD_BYTES", "[config]") {
   CHECK_FALSE(parse_config(env({})).hierarchical_spread_bytes.has_value());  // the table's
   CHECK(parse_config(env({{"CONCORD_HIERARCHICAL_SPREAD_BYTES", "0"}})).hierarchical_spread_bytes ==
