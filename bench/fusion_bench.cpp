@@ -89,7 +89,8 @@ std::string describe_engine(const std::optional<std::size_t>& threshold,
   const std::string t =
       threshold ? fmt::format("{} bytes", *threshold) : env("CONCORD_FUSION_THRESHOLD");
   const std::string c = cycle_ms ? fmt::format("{} ms", *cycle_ms) : env("CONCORD_CYCLE_TIME_MS");
-  return fmt::format("fusion threshold {}, cycle time {}", t, c);
+  return fmt::format("fusion threshold {}, cycle time {}, large tensors alone from {}", t, c,
+                     env("CONCORD_FUSION_IN_PLACE_BYTES"));
 }
 
 // Validates the options (the same on every rank, so all ranks fail alike).

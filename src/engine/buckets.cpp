@@ -38,7 +38,8 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
   if (!zero_copy_ && any_host) zero_copy_ = tensors_in_place_supported(data_, algorithm_);
   // In place, a bucket costs what one allreduce of its bytes costs, however
   // large its tensors; packed, a large host tensor is cheaper alone (fusion.hpp).
-  const std::size_t alone_bytes = zero_copy_ == false ? fusion_in_place_bytes_ : SIZE_MAX;
+  const bool packed = zero_copy_.has_value() && !*zero_copy_;
+  const std::size_t alone_bytes = packed ? fusion_in_place_bytes_ : SIZE_MAX;
   std::vector<Bucket> buckets = plan_buckets(allreduces, fusion_threshold_, alone_bytes);
   // Device buckets go through the device path, host buckets below; the order of
   // collectives is the same on every rank either way.
