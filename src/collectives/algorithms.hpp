@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <vector>
 
 namespace concord::detail {
@@ -63,10 +64,18 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
 // ranks with the same local rank) by `inter_node`, then the node's ranks
 // allgather. `node` is null on a node with a single rank.
 struct InterNodeStep {
-  int ranks;  // nodes taking part: the step is skipped when 1
+  int ranks = 1;  // nodes taking part: the step is skipped when 1
   // Allreduces `count` elements at `shard` in place among the shard's owners (a
   // flat algorithm over MPI for host buffers; NCCL or host staging for device ones).
   std::function<void(void* shard, std::size_t count)> allreduce;
+  // Nonzero: the shard crosses in pieces of about this many elements (0: in
+  // one step). The same on every rank of the communicator: the node's ranks
+  // interleave their rounds by it, and the owners of a shard match its pieces.
+  std::size_t piece_elements = 0;
+  // Where set, starts `allreduce` on another thread and returns at once; the
+  // calls run one at a time, in the order started. Each piece's network step
+  // then overlaps the node's shared-memory rounds of the pieces around it.
+  std::function<std::future<void>(void* shard, std::size_t count)> start;
 };
 void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
                             const void* src, void* dst, std::size_t count,

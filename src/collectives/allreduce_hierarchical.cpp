@@ -8,11 +8,21 @@
 // node instead of once per rank, and every local rank drives one shard in
 // parallel. Nodes may have different rank counts: the shard count is the
 // smallest node's, and the extra ranks only contribute and receive.
+//
+// Where the step across nodes comes in pieces (InterNodeStep::piece_elements)
+// and can run on another thread, piece k's network step runs while this thread
+// reduce-scatters piece k+1 and allgathers piece k-1, so only the first
+// piece's reduce-scatter and the last one's allgather are not hidden behind
+// the network (at 2 hosts x 2 ranks over 1 Gbit/s, the two phases took about
+// 10 ms of 90 at 8 MiB; bench/RESULTS.md, "Hierarchical: the node's phases
+// behind the network").
 #include "collectives/algorithms.hpp"
 #include "collectives/block_partition.hpp"
 #include "collectives/shared_rounds.hpp"
 
 #include <algorithm>
+#include <future>
+#include <utility>
 
 namespace concord::detail {
 namespace {
@@ -34,6 +44,103 @@ std::size_t slice_elements(std::size_t region_elements, std::size_t owners, std:
   return std::max<std::size_t>(1, even >= quantum ? even / quantum * quantum : even);
 }
 
+std::size_t ceil_div(std::size_t a, std::size_t b) {
+  return (a + b - 1) / b;
+}
+
+// The node's rounds of one message, done in order: round r takes slice r of
+// every shard.
+class Rounds {
+ public:
+  Rounds(SharedArena& node, const BlockPartition& shards, std::size_t owners, std::size_t quantum,
+         const ReduceContext& ctx)
+      : rounds_(node, ctx), shards_(shards), pieces_(owners) {
+    slice_ = slice_elements(rounds_.region_elements(), owners, quantum);
+    count_ = ceil_div(shards.largest(), slice_);
+  }
+  std::size_t count() const { return count_; }
+  // Rounds that together hold the first `elements` of every shard...
+  std::size_t covering(std::size_t elements) const { return ceil_div(elements, slice_); }
+  // ... and rounds that hold nothing beyond them.
+  std::size_t within(std::size_t elements) const { return elements / slice_; }
+
+  void reduce_scatter_until(std::size_t end, const void* src, void* dst) {
+    for (; scattered_ < std::min(end, count_); ++scattered_) {
+      slice_pieces(shards_, scattered_, slice_, pieces_);
+      rounds_.reduce_scatter(src, dst, pieces_);
+    }
+  }
+  void allgather_until(std::size_t end, void* dst) {
+    for (; gathered_ < std::min(end, count_); ++gathered_) {
+      slice_pieces(shards_, gathered_, slice_, pieces_);
+      rounds_.allgather(dst, pieces_);
+    }
+  }
+
+ private:
+  SharedRounds rounds_;
+  const BlockPartition& shards_;
+  std::vector<Piece> pieces_;
+  std::size_t slice_ = 1;
+  std::size_t count_ = 0;
+  std::size_t scattered_ = 0;  // rounds done
+  std::size_t gathered_ = 0;
+};
+
+// The network pieces of one message: piece k is elements [kP, (k+1)P) of every
+// shard. They depend on the count, the owners and P only, so every owner of a
+// shard, on every node, sends the same pieces in the same order.
+struct NetworkPieces {
+  const BlockPartition& shards;
+  std::size_t piece_elements;  // P
+  std::size_t count() const { return ceil_div(shards.largest(), piece_elements); }
+  std::pair<std::size_t, std::size_t> of_shard(std::size_t k, std::size_t j) const {
+    const std::size_t size = shards.size(j);
+    return {std::min(size, k * piece_elements), std::min(size, (k + 1) * piece_elements)};
+  }
+};
+
+// Runs piece k of `shard`'s network step: on the step's own thread where it has
+// one and there is work to overlap (the future completes with it), else here.
+std::future<void> send_piece(const InterNodeStep& inter_node, const NetworkPieces& pieces,
+                             std::size_t k, std::size_t shard, void* dst, const ReduceContext& ctx,
+                             bool overlap) {
+  const auto [begin, end] = pieces.of_shard(k, shard);
+  if (begin == end) return {};
+  void* at = static_cast<std::byte*>(dst) + (pieces.shards.offset(shard) + begin) * ctx.elem_size;
+  if (overlap && inter_node.start && pieces.count() > 1) return inter_node.start(at, end - begin);
+  inter_node.allreduce(at, end - begin);
+  return {};
+}
+
+// Piece by piece: piece k's network step runs while this thread reduce-scatters
+// the rounds of piece k+1 and allgathers the rounds that piece k-1 completed.
+void pipelined(Rounds& rounds, const InterNodeStep& inter_node, const NetworkPieces& pieces,
+               std::size_t my_shard, bool carries, const void* src, void* dst,
+               const ReduceContext& ctx) {
+  std::future<void> in_flight;
+  // Waited for on every way out (a future from a task does not wait when destroyed).
+  struct Drain {
+    std::future<void>& f;
+    ~Drain() {
+      if (f.valid()) f.wait();
+    }
+  } drain{in_flight};
+  const std::size_t largest = pieces.shards.largest();
+  for (std::size_t k = 0; k < pieces.count(); ++k) {
+    rounds.reduce_scatter_until(rounds.covering(std::min(largest, (k + 1) * pieces.piece_elements)),
+                                src, dst);
+    if (carries) {
+      ctx.exec->fence();                       // the piece is complete before it leaves the node
+      if (in_flight.valid()) in_flight.get();  // piece k-1 is home
+      in_flight = send_piece(inter_node, pieces, k, my_shard, dst, ctx, true);
+    }
+    rounds.allgather_until(rounds.within(k * pieces.piece_elements), dst);
+  }
+  if (in_flight.valid()) in_flight.get();
+  rounds.allgather_until(rounds.count(), dst);
+}
+
 }  // namespace
 
 void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNodeStep& inter_node,
@@ -44,36 +151,27 @@ void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNode
   const std::size_t quantum = line_quantum(ctx.elem_size);
   const BlockPartition shards(count, owners, quantum);
   const std::size_t local_rank = node != nullptr ? static_cast<std::size_t>(node->rank()) : 0;
+  const bool carries = local_rank < owners && shards.size(local_rank) != 0 && inter_node.ranks > 1;
+  // One network step per shard, or pieces (on whole quanta). The node's ranks
+  // interleave their rounds by the pieces, so all of them, owners or not, use
+  // the same pieces.
+  const std::size_t piece_elements =
+      std::max(quantum, inter_node.piece_elements / quantum * quantum);
+  const NetworkPieces pieces{shards, inter_node.piece_elements != 0
+                                         ? piece_elements
+                                         : std::max<std::size_t>(shards.largest(), 1)};
 
   if (node == nullptr) {
     ctx.exec->copy(dst, src, count * ctx.elem_size);
-  } else {
-    SharedRounds rounds(*node, ctx);
-    const std::size_t slice = slice_elements(rounds.region_elements(), owners, quantum);
-    const std::size_t num_rounds = (shards.largest() + slice - 1) / slice;
-    std::vector<Piece> pieces(owners);
-    for (std::size_t r = 0; r < num_rounds; ++r) {
-      slice_pieces(shards, r, slice, pieces);
-      rounds.reduce_scatter(src, dst, pieces);
+    if (!carries) return;
+    // No node phases to overlap: the same pieces, on this thread.
+    for (std::size_t k = 0; k < pieces.count(); ++k) {
+      send_piece(inter_node, pieces, k, local_rank, dst, ctx, false);
     }
+    return;
   }
-
-  if (local_rank < owners && shards.size(local_rank) != 0 && inter_node.ranks > 1) {
-    void* shard = static_cast<std::byte*>(dst) + shards.offset(local_rank) * ctx.elem_size;
-    ctx.exec->fence();  // the shard is complete before it leaves the node
-    inter_node.allreduce(shard, shards.size(local_rank));
-  }
-
-  if (node != nullptr) {
-    SharedRounds rounds(*node, ctx);
-    const std::size_t slice = slice_elements(rounds.region_elements(), owners, quantum);
-    const std::size_t num_rounds = (shards.largest() + slice - 1) / slice;
-    std::vector<Piece> pieces(owners);
-    for (std::size_t r = 0; r < num_rounds; ++r) {
-      slice_pieces(shards, r, slice, pieces);
-      rounds.allgather(dst, pieces);
-    }
-  }
+  Rounds rounds(*node, shards, owners, quantum, ctx);
+  pipelined(rounds, inter_node, pieces, local_rank, carries, src, dst, ctx);
 }
 
 }  // namespace concord::detail

@@ -20,6 +20,7 @@ struct Topology {
 };
 
 class SharedArena;
+class TaskThread;        // core/task_thread.hpp
 struct DeviceResources;  // device/device_resources.hpp
 
 struct CommunicatorState {
@@ -43,6 +44,10 @@ struct CommunicatorState {
   // What device collectives keep between calls (IPC arena, NCCL communicator,
   // scratch and staging buffers), made by the first one (device/device_resources.cpp).
   mutable std::shared_ptr<DeviceResources> device_resources;
+  // The thread that runs Hierarchical's step across nodes while the calling
+  // thread works on shared memory, made by the first call that overlaps them
+  // (dispatch/dispatch.cpp).
+  mutable std::shared_ptr<TaskThread> network_thread;
 };
 
 // Builds the topology of `comm` (collective over it). `virtual_nodes` > 1 splits

@@ -70,6 +70,18 @@ void parse_engine_settings(const EnvLookup& lookup, Config& config) {
   if (auto v = lookup("CONCORD_TIMELINE")) config.timeline_path = *v;
 }
 
+// How Hierarchical crosses the network: from how many ranks of a node, in what pieces.
+void parse_hierarchical_settings(const EnvLookup& lookup, Config& config) {
+  if (auto v = lookup("CONCORD_HIERARCHICAL_SPREAD_BYTES"); v && !v->empty()) {
+    config.hierarchical_spread_bytes =
+        parse_unsigned("CONCORD_HIERARCHICAL_SPREAD_BYTES", *v, 0, std::uint64_t{1} << 62);
+  }
+  if (auto v = lookup("CONCORD_HIERARCHICAL_PIECE_BYTES"); v && !v->empty()) {
+    config.hierarchical_piece_bytes =
+        parse_unsigned("CONCORD_HIERARCHICAL_PIECE_BYTES", *v, 0, std::uint64_t{1} << 40);
+  }
+}
+
 }  // namespace
 
 Config parse_config(const EnvLookup& lookup) {
@@ -130,10 +142,7 @@ Config parse_config(const EnvLookup& lookup) {
     config.cuda_ipc_region_bytes =
         parse_unsigned("CONCORD_CUDA_IPC_REGION_BYTES", *v, 4096, 1ull << 32);
   }
-  if (auto v = lookup("CONCORD_HIERARCHICAL_SPREAD_BYTES"); v && !v->empty()) {
-    config.hierarchical_spread_bytes =
-        parse_unsigned("CONCORD_HIERARCHICAL_SPREAD_BYTES", *v, 0, std::uint64_t{1} << 62);
-  }
+  parse_hierarchical_settings(lookup, config);
   if (auto v = lookup("CONCORD_CUDA_DIRECT_BYTES"); v && !v->empty()) {
     config.cuda_direct_bytes = parse_unsigned("CONCORD_CUDA_DIRECT_BYTES", *v, 0, 1ull << 32);
   }

@@ -42,6 +42,11 @@ struct Config {
   // size cross the network from every rank of a node (one shard each), smaller
   // ones from one leader per node. Unset: the tuning table's.
   std::optional<std::size_t> hierarchical_spread_bytes;
+  // CONCORD_HIERARCHICAL_PIECE_BYTES: Hierarchical sends each shard across the
+  // network in pieces of this size on a thread of its own, overlapping the
+  // node's shared-memory phases (0: one step, no overlap). Unset:
+  // kHierarchicalPieceBytes in dispatch/dispatch.cpp.
+  std::optional<std::size_t> hierarchical_piece_bytes;
   // CONCORD_SHM_PHASE_TIMES=1: the shared-memory allreduce times its steps
   // (collectives/shared_phases.hpp); for concord-bench's breakdown.
   bool shm_phase_times = false;

@@ -118,9 +118,12 @@ void run_device_allreduce(const Call& call, const Communicator& comm, bool devic
       break;
     case Path::Hierarchical:
     case Path::Flat: {
-      const InterNodeStep inter{topo.num_nodes, [&](void* shard, std::size_t n) {
-                                  cross_node_allreduce(res, state, shard, n, call, exec);
-                                }};
+      // One step on this thread: the device's stream orders the node's phases.
+      InterNodeStep inter;
+      inter.ranks = topo.num_nodes;
+      inter.allreduce = [&](void* shard, std::size_t n) {
+        cross_node_allreduce(res, state, shard, n, call, exec);
+      };
       allreduce_hierarchical(res.arena.get(), topo.min_local_size, inter, call.send, call.recv,
                              call.count, ctx);
       break;

@@ -7,6 +7,7 @@
 #include "core/communicator_state.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
+#include "core/task_thread.hpp"
 #include "core/validate.hpp"
 #include "device/device_path.hpp"
 #include "dispatch/paths.hpp"
@@ -18,7 +19,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 
 namespace concord::detail {
@@ -41,6 +44,40 @@ SharedLimits host_shared_limits(const CommunicatorState& state) {
 // hierarchical_spread_bytes, else one leader per node.
 int network_shard_owners(std::size_t bytes, const Topology& topo) {
   return bytes >= size_thresholds().hierarchical_spread_bytes ? topo.min_local_size : 1;
+}
+
+// Hierarchical's pieces across the network (CONCORD_HIERARCHICAL_PIECE_BYTES):
+// small enough that a message of a few MiB has several to overlap, large enough
+// that each piece's network step costs little more than its bytes (measured at
+// 2 hosts x 2 ranks, 1 Gbit/s: bench/RESULTS.md, "Hierarchical: the node's
+// phases behind the network").
+constexpr std::size_t kHierarchicalPieceBytes = std::size_t{1} << 20;
+
+// The step across nodes may run on the communicator's network thread only where
+// MPI takes calls from any thread at any time: the user's other threads may call
+// MPI meanwhile. (concord's own initialisation asks for it; the engine needs it.)
+bool mpi_calls_from_any_thread() {
+  static const bool multiple = [] {
+    int level = MPI_THREAD_SINGLE;
+    return MPI_Query_thread(&level) == MPI_SUCCESS && level == MPI_THREAD_MULTIPLE;
+  }();
+  return multiple;
+}
+
+// Hierarchical's step across nodes in pieces (the same on every rank), each run
+// on the communicator's network thread while the calling thread works on shared
+// memory. Where MPI does not allow that, the pieces run on the calling thread:
+// the ranks that can overlap still match the pieces of those that cannot.
+void overlap_network(const CommunicatorState& state, InterNodeStep& inter, std::size_t elem_size) {
+  const std::size_t piece = config().hierarchical_piece_bytes.value_or(kHierarchicalPieceBytes);
+  if (piece == 0) return;
+  inter.piece_elements = std::max<std::size_t>(1, piece / elem_size);
+  if (inter.ranks < 2 || !mpi_calls_from_any_thread()) return;
+  if (!state.network_thread) state.network_thread = std::make_shared<TaskThread>();
+  TaskThread& thread = *state.network_thread;
+  inter.start = [&thread, step = inter.allreduce](void* shard, std::size_t n) {
+    return thread.submit([step, shard, n] { step(shard, n); });
+  };
 }
 
 void validate_options(const char* what, const AllreduceOptions& options, int rank) {
@@ -122,11 +159,13 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
     case Path::Hierarchical: {
       // Across nodes: a flat algorithm over MPI among the ranks with this local rank.
       MpiTransport cross(topo.cross.get());
-      const InterNodeStep inter{
-          cross.size(), [&](void* shard, std::size_t n) {
-            const Algorithm flat = choose_flat_algorithm(n * ctx.elem_size, cross.size());
-            allreduce_flat(flat, cross, shard, n, ctx, call.ring_segment_bytes);
-          }};
+      InterNodeStep inter;
+      inter.ranks = cross.size();
+      inter.allreduce = [&](void* shard, std::size_t n) {
+        const Algorithm flat = choose_flat_algorithm(n * ctx.elem_size, cross.size());
+        allreduce_flat(flat, cross, shard, n, ctx, call.ring_segment_bytes);
+      };
+      overlap_network(state, inter, ctx.elem_size);
       allreduce_hierarchical(state.arena.get(), network_shard_owners(bytes, topo), inter, call.send,
                              call.recv, call.count, ctx);
       break;

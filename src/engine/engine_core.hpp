@@ -5,7 +5,7 @@
 #include "engine/device_buckets.hpp"
 #include "engine/fusion.hpp"
 #include "engine/negotiator.hpp"
-#include "engine/task_thread.hpp"
+#include "core/task_thread.hpp"
 #include "engine/timeline.hpp"
 #include "engine/work.hpp"
 

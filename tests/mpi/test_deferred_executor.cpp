@@ -127,14 +127,15 @@ TEST_CASE("the hierarchical allreduce is correct when copies and reductions run 
     // The cross-node step as the device path's host staging does it: fence, then a
     // host algorithm over MPI on the shard.
     detail::MpiTransport cross(topo.cross.get());
-    const detail::InterNodeStep inter{
-        cross.size(), [&](void* shard, std::size_t n) {
-          exec.fence();
-          detail::HostExecutor host(ctx.dtype, op);
-          const detail::ReduceContext host_ctx{ctx.elem_size, ctx.dtype, &host};
-          detail::allreduce_flat(detail::choose_flat_algorithm(n * ctx.elem_size, cross.size()),
-                                 cross, shard, n, host_ctx, 1 << 18);
-        }};
+    detail::InterNodeStep inter;
+    inter.ranks = cross.size();
+    inter.allreduce = [&](void* shard, std::size_t n) {
+      exec.fence();
+      detail::HostExecutor host(ctx.dtype, op);
+      const detail::ReduceContext host_ctx{ctx.elem_size, ctx.dtype, &host};
+      detail::allreduce_flat(detail::choose_flat_algorithm(n * ctx.elem_size, cross.size()), cross,
+                             shard, n, host_ctx, 1 << 18);
+    };
     detail::allreduce_hierarchical(arena, topo.min_local_size, inter, send, recv, count, ctx);
   });
 }

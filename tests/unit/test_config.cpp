@@ -128,6 +128,20 @@ TEST_CASE("CONCORD_FUSION_IN_PLACE_BYTES", "[config]") {
                     Catch::Matchers::Contains("CONCORD_FUSION_IN_PLACE_BYTES"));
 }
 
+TEST_CASE("CONCORD_HIERARCHICAL_PIECE_BYTES", "[config]") {
+  // Unset: dispatch's default (1 MiB); 0: one step across the network.
+  CHECK_FALSE(parse_config(env({})).hierarchical_piece_bytes.has_value());
+  CHECK(parse_config(env({{"CONCORD_HIERARCHICAL_PIECE_BYTES", "0"}})).hierarchical_piece_bytes ==
+        0);
+  CHECK(
+      parse_config(env({{"CONCORD_HIERARCHICAL_PIECE_BYTES", "65536"}})).hierarchical_piece_bytes ==
+      65536);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_HIERARCHICAL_PIECE_BYTES", "-1"}})),
+                    Catch::Matchers::Contains("CONCORD_HIERARCHICAL_PIECE_BYTES"));
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_HIERARCHICAL_PIECE_BYTES", "1M"}})),
+                    Catch::Matchers::Contains("CONCORD_HIERARCHICAL_PIECE_BYTES"));
+}
+
 TEST_CASE("CONCORD_HIERARCHICAL_SPREAD_BYTES", "[config]") {
   CHECK_FALSE(parse_config(env({})).hierarchical_spread_bytes.has_value());  // the table's
   CHECK(parse_config(env({{"CONCORD_HIERARCHICAL_SPREAD_BYTES", "0"}})).hierarchical_spread_bytes ==

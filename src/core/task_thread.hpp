@@ -1,6 +1,8 @@
 // A worker thread that runs tasks in submission order; submit() returns a
-// future to wait on. The engine packs and unpacks fusion buckets on it while
-// its own thread runs the collective of the previous bucket.
+// future to wait on. The engine packs and unpacks fusion buckets on one while
+// its own thread runs the collective of the previous bucket; a communicator
+// runs Hierarchical's step across nodes on one while the calling thread works
+// on shared memory (CommunicatorState::network_thread).
 #pragma once
 
 #include <condition_variable>

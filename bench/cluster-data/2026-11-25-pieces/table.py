@@ -1,0 +1,36 @@
+"""Best flat algorithm's time over Hierarchical's, per size, per run and median,
+and Hierarchical's median time, for Hierarchical in one piece and in pieces (run.sh's
+outputs in DIR); the issue's target is 1.35 at every size from 4 MiB, in every run.
+
+    python3 table.py DIR REPEATS
+"""
+import importlib.util
+import os
+import statistics
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location(
+    "late_table", os.path.join(here, "..", "2026-11-24-late", "table.py"))
+late = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(late)  # load(), ratios(), and results-rounds' per_run
+
+
+def main(d, repeats):
+    configs = {"one-step": "scheduler, one piece", "pieces": "scheduler, 1 MiB pieces",
+               "one-step-c": "a core per host, one piece",
+               "pieces-c": "a core per host, 1 MiB pieces"}
+    loaded = {c: [late.load(f"{d}/{c}-{r}.txt") for r in range(1, repeats + 1)]
+              for c in configs}
+    print("| size | configuration | best flat / Hierarchical, per run → median |"
+          " Hierarchical ms, median |")
+    print("|---:|---|---|---:|")
+    for n in sorted(loaded["pieces"][0]):
+        for c, name in configs.items():
+            values = [late.ratios(run)[n][0] for run in loaded[c]]
+            ms = statistics.median(run[n]["hierarchical"] for run in loaded[c]) / 1000
+            print(f"| {n >> 20} MiB | {name} | {late.per_run(values, 2)} | {ms:.1f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))
