@@ -115,29 +115,37 @@ std::future<void> send_piece(const InterNodeStep& inter_node, const NetworkPiece
 
 // Piece by piece: piece k's network step runs while this thread reduce-scatters
 // the rounds of piece k+1 and allgathers the rounds that piece k-1 completed.
+// Piece k is queued before this thread waits for piece k-1, so the network
+// thread goes from one piece straight to the next.
 void pipelined(Rounds& rounds, const InterNodeStep& inter_node, const NetworkPieces& pieces,
                std::size_t my_shard, bool carries, const void* src, void* dst,
                const ReduceContext& ctx) {
-  std::future<void> in_flight;
-  // Waited for on every way out (a future from a task does not wait when destroyed).
+  std::future<void> previous;  // piece k-1
+  std::future<void> current;   // piece k
+  // Both waited for on every way out (a future from a task does not wait when
+  // destroyed); `current` first, since it runs after `previous`.
   struct Drain {
-    std::future<void>& f;
+    std::future<void>& a;
+    std::future<void>& b;
     ~Drain() {
-      if (f.valid()) f.wait();
+      for (auto* f : {&a, &b}) {
+        if (f->valid()) f->wait();
+      }
     }
-  } drain{in_flight};
+  } drain{current, previous};
   const std::size_t largest = pieces.shards.largest();
   for (std::size_t k = 0; k < pieces.count(); ++k) {
     rounds.reduce_scatter_until(rounds.covering(std::min(largest, (k + 1) * pieces.piece_elements)),
                                 src, dst);
     if (carries) {
-      ctx.exec->fence();                       // the piece is complete before it leaves the node
-      if (in_flight.valid()) in_flight.get();  // piece k-1 is home
-      in_flight = send_piece(inter_node, pieces, k, my_shard, dst, ctx, true);
+      ctx.exec->fence();  // the piece is complete before it leaves the node
+      current = send_piece(inter_node, pieces, k, my_shard, dst, ctx, true);
+      if (previous.valid()) previous.get();  // piece k-1 is home
+      previous = std::move(current);
     }
     rounds.allgather_until(rounds.within(k * pieces.piece_elements), dst);
   }
-  if (in_flight.valid()) in_flight.get();
+  if (previous.valid()) previous.get();
   rounds.allgather_until(rounds.count(), dst);
 }
 

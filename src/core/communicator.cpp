@@ -53,6 +53,12 @@ std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
   detail::check_mpi(MPI_Comm_size(dup, &state->size), "MPI_Comm_size");
   state->topology = detail::detect_topology(dup, detail::config().virtual_nodes);
   state->ranks_share_a_node = detail::config().shm && state->topology.max_local_size > 1;
+  // The lowest thread level of any rank (the levels are ordered), so that every
+  // rank plans the same way where a plan depends on it.
+  int level = MPI_THREAD_SINGLE;
+  detail::check_mpi(MPI_Query_thread(&level), "MPI_Query_thread");
+  detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &level, 1, MPI_INT, MPI_MIN, dup), "MPI_Allreduce");
+  state->every_rank_thread_multiple = level == MPI_THREAD_MULTIPLE;
   return state;
 }
 

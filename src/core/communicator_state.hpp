@@ -31,6 +31,9 @@ struct CommunicatorState {
   // Some node holds two ranks of this communicator and CONCORD_SHM is on (the same
   // on every rank): Auto means Hierarchical. Resolved once, not on every call.
   bool ranks_share_a_node = false;
+  // Every rank's MPI takes calls from any thread at any time (MPI_THREAD_MULTIPLE):
+  // what Hierarchical's network thread needs. Agreed when the communicator is made.
+  bool every_rank_thread_multiple = false;
   // The node's shared-memory arena, made by the first collective that needs it
   // (collectives/node_arena.cpp); null when that failed or is switched off.
   // Collectives on one communicator are serialised, as in MPI.

@@ -21,7 +21,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 namespace concord::detail {
@@ -53,27 +55,30 @@ int network_shard_owners(std::size_t bytes, const Topology& topo) {
 // phases behind the network").
 constexpr std::size_t kHierarchicalPieceBytes = std::size_t{1} << 20;
 
-// The step across nodes may run on the communicator's network thread only where
-// MPI takes calls from any thread at any time: the user's other threads may call
-// MPI meanwhile. (concord's own initialisation asks for it; the engine needs it.)
-bool mpi_calls_from_any_thread() {
-  static const bool multiple = [] {
-    int level = MPI_THREAD_SINGLE;
-    return MPI_Query_thread(&level) == MPI_SUCCESS && level == MPI_THREAD_MULTIPLE;
-  }();
-  return multiple;
-}
-
-// Hierarchical's step across nodes in pieces (the same on every rank), each run
-// on the communicator's network thread while the calling thread works on shared
-// memory. Where MPI does not allow that, the pieces run on the calling thread:
-// the ranks that can overlap still match the pieces of those that cannot.
+// Hierarchical's step across nodes in pieces, each run on the communicator's
+// network thread while the calling thread works on shared memory. That needs
+// every rank's MPI to take calls from any thread (the user's other threads may
+// call MPI meanwhile; concord's own initialisation asks for it). Without it there
+// is nothing to overlap, so no pieces: one step, as every rank agrees.
 void overlap_network(const CommunicatorState& state, InterNodeStep& inter, std::size_t elem_size) {
   const std::size_t piece = config().hierarchical_piece_bytes.value_or(kHierarchicalPieceBytes);
-  if (piece == 0) return;
+  if (piece == 0 || !state.every_rank_thread_multiple) return;
   inter.piece_elements = std::max<std::size_t>(1, piece / elem_size);
-  if (inter.ranks < 2 || !mpi_calls_from_any_thread()) return;
-  if (!state.network_thread) state.network_thread = std::make_shared<TaskThread>();
+  if (inter.ranks < 2) return;  // this rank carries no shard across
+  try {
+    if (!state.network_thread) state.network_thread = std::make_shared<TaskThread>();
+  } catch (const std::exception& e) {
+    // No thread (a limit on processes): the same pieces on the calling thread,
+    // still matching the other ranks'.
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      fmt::print(stderr,
+                 "concord: rank {}: no thread for Hierarchical's network step ({}); its pieces "
+                 "run on the calling thread\n",
+                 state.rank, e.what());
+    });
+    return;
+  }
   TaskThread& thread = *state.network_thread;
   inter.start = [&thread, step = inter.allreduce](void* shard, std::size_t n) {
     return thread.submit([step, shard, n] { step(shard, n); });

@@ -2,10 +2,10 @@
 // background thread that negotiates and runs cycles, and the fusion pipeline.
 #pragma once
 
+#include "core/task_thread.hpp"
 #include "engine/device_buckets.hpp"
 #include "engine/fusion.hpp"
 #include "engine/negotiator.hpp"
-#include "core/task_thread.hpp"
 #include "engine/timeline.hpp"
 #include "engine/work.hpp"
 

@@ -4,11 +4,20 @@
 
 #include <mpi.h>
 
+#include <cstdio>
+
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // The engine and Hierarchical's network thread need it; below it the tests
+  // would quietly cover less than they say.
+  if (provided != MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "rank %d: the tests need MPI_THREAD_MULTIPLE; this MPI gives level %d\n",
+                 rank, provided);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
 
   const concord::test::CatchOutcome outcome = concord::test::run_catch(argc, argv);
   if (outcome.command_line_error != 0) MPI_Abort(MPI_COMM_WORLD, outcome.command_line_error);
