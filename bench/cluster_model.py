@@ -17,8 +17,8 @@ Levels, each with a latency alpha (s per message) and a cost beta (s per byte):
   net   one host's link to the others (per link rate); ranks of a host share it
 and gamma (s per byte reduced). The flat algorithms' cost is summed over their steps;
 a step takes as long as its slowest hop, and a step where every rank of a host crosses
-the network puts all of their bytes through that host's one link. docs/SCALING.md has
-the formulas and what they leave out.
+the network puts all of their bytes through that host's one link. The formulas are in
+bench/cluster_costs.py; docs/SCALING.md explains them and what they leave out.
 """
 import argparse
 import json
@@ -29,18 +29,9 @@ import sys
 
 import numpy as np
 
-FLAT = ("ring", "recursive_doubling", "reduce_scatter_allgather")
-ALGORITHMS = FLAT + ("hierarchical",)
-# Typical links (alpha: one small-message MPI latency; beta: 1 / achievable bandwidth),
-# with where the numbers come from; docs/SCALING.md repeats them.
-LINKS = {
-    "ib-hdr": {"alpha": 1.5e-6, "beta": 1 / 12.0e9,
-               "about": "100 Gbit/s InfiniBand (HDR100): ~1.5 us MPI latency, ~12 GB/s (OSU)"},
-    "eth-100g": {"alpha": 5e-6, "beta": 1 / 11.0e9,
-                 "about": "100 Gbit/s Ethernet with RoCE: ~5 us, ~11 GB/s"},
-    "eth-25g": {"alpha": 15e-6, "beta": 1 / 2.8e9,
-                "about": "25 Gbit/s Ethernet over TCP: ~15 us, ~2.8 GB/s"},
-}
+from cluster_costs import (  # noqa: F401 (the model's formulas, also for its tests)
+    ALGORITHMS, FLAT, LINKS, PIECE_BYTES, PIECE_HANDOFF_S, flat_time, hierarchical_time,
+    node_phases, pipeline, predict)
 
 
 def parse_shape(text):
@@ -48,72 +39,6 @@ def parse_shape(text):
     if not m:
         raise SystemExit(f"cluster_model: shape '{text}' is not HOSTSxRANKS")
     return int(m.group(1)), int(m.group(2))
-
-
-# -- the cost of each algorithm, as (count of alpha, bytes at beta, bytes reduced) per level --
-
-def _step(cost, hosts, r, distance, nbytes, params, link):
-    """One exchange step of `nbytes` per rank with the partner `distance` ranks away
-    (ranks numbered host by host): the time of its slowest hop."""
-    if distance >= r and hosts > 1:
-        # Every rank of the host crosses: their bytes share the host's link.
-        return link["alpha"] + min(r, distance) * nbytes * link["beta"]
-    return params["mpi"]["alpha"] + nbytes * params["mpi"]["beta"]
-
-
-# concord's ring moves each block in segments of this many bytes (ring_segment_bytes),
-# one message each.
-RING_SEGMENT_BYTES = 256 * 1024
-
-
-def flat_time(algorithm, hosts, r, n, params, link):
-    p = hosts * r
-    if p == 1:
-        return 0.0
-    g = params["gamma"]
-    if algorithm == "ring":
-        c = n / p
-        segments = max(1, math.ceil(c / RING_SEGMENT_BYTES))
-        net = segments * link["alpha"] + c * link["beta"] if hosts > 1 else 0.0
-        intra = segments * params["mpi"]["alpha"] + c * params["mpi"]["beta"] if r > 1 else 0.0
-        return 2 * (p - 1) * max(net, intra) + (p - 1) * c * g
-    steps = int(math.floor(math.log2(p)))
-    extra = p - 2 ** steps  # non-powers of two: one extra exchange in and out
-    t = 0.0
-    if extra:
-        t += 2 * (params["mpi"]["alpha"] + n * params["mpi"]["beta"]) + n * g
-    if algorithm == "recursive_doubling":
-        for k in range(steps):
-            t += _step(None, hosts, r, 2 ** k, n, params, link) + n * g
-        return t
-    if algorithm == "reduce_scatter_allgather":
-        for k in range(steps):  # halving from the farthest partner, then doubling back
-            part = n / 2 ** (k + 1)
-            d = 2 ** (steps - 1 - k)
-            t += 2 * _step(None, hosts, r, d, part, params, link) + part * g
-        return t
-    raise ValueError(algorithm)
-
-
-def hierarchical_time(hosts, r, n, params, link, inter=None):
-    """Shared-memory reduce-scatter and allgather in the host, and each local rank
-    allreducing its 1/r shard across the hosts at once (the host's link carries the
-    whole message), with the flat algorithm `inter` (default: the fastest)."""
-    shm = params["shm"]
-    t = 0.0
-    if r > 1:
-        t = 2 * shm["alpha"] + 2 * n * shm["beta"] + n * (r - 1) / r * params["gamma"]
-    if hosts > 1:
-        shared = dict(link, beta=link["beta"] * r)  # r shards share the link
-        options = [inter] if inter else FLAT
-        t += min(flat_time(a, hosts, 1, n / r, params, shared) for a in options)
-    return t
-
-
-def predict(algorithm, hosts, r, n, params, link):
-    if algorithm == "hierarchical":
-        return hierarchical_time(hosts, r, n, params, link)
-    return flat_time(algorithm, hosts, r, n, params, link)
 
 
 # -- fitting --------------------------------------------------------------------------
@@ -237,20 +162,20 @@ def cmd_fit(args):
     print(json.dumps(params, indent=1))
 
 
-def validate_rows(model, runs):
+def validate_rows(model, runs, piece_bytes=PIECE_BYTES):
     rows = []
     for x in runs:
         if x["link"] not in model["net"] and x["hosts"] > 1:
             continue
         link = model["net"].get(x["link"], {"alpha": 0, "beta": 0})
-        t = predict(x["algorithm"], x["hosts"], x["r"], x["bytes"], model, link)
+        t = predict(x["algorithm"], x["hosts"], x["r"], x["bytes"], model, link, piece_bytes)
         rows.append(dict(x, predicted=t, error=(t - x["seconds"]) / x["seconds"]))
     return rows
 
 
 def cmd_validate(args):
     model = json.load(open(args.model))
-    rows = validate_rows(model, load_runs(args.dir))
+    rows = validate_rows(model, load_runs(args.dir), args.piece_bytes)
     print("| shape | link | algorithm | bytes | measured us | predicted us | error |")
     print("|---|---|---|---:|---:|---:|---:|")
     for x in rows:
@@ -276,15 +201,24 @@ def sizes(max_bytes):
     return out
 
 
-def cmd_predict(args):
+def load_model(args):
+    """The fitted model, with gamma where the fit could not separate it and the node's
+    shared-memory rate where --shm-rate replaces the fitted one."""
     model = with_gamma(json.load(open(args.model)))
+    if getattr(args, "shm_rate", None):
+        model = dict(model, shm=dict(model["shm"], beta=1 / (args.shm_rate * 1e9)))
+    return model
+
+
+def cmd_predict(args):
+    model = load_model(args)
     link = link_params(model, args.link)
     r = args.ranks_per_host
     print(f"link {args.link}: alpha {link['alpha'] * 1e6:.2f} us, "
           f"{1 / link['beta'] / 1e9:.2f} GB/s; {link.get('about', 'fitted here')}")
     gamma_from = "fitted here" if model["gamma"] != GAMMA_FALLBACK else "one core's add"
     print(f"host: shm alpha {model['shm']['alpha'] * 1e6:.2f} us, beta^-1 "
-          f"{_rate(model['shm']['beta'])} (fitted here); gamma^-1 {_rate(model['gamma'])} "
+          f"{_rate(model['shm']['beta'])} ({'--shm-rate' if args.shm_rate else 'fitted here'}); gamma^-1 {_rate(model['gamma'])} "
           f"({gamma_from})\n")
     print("| hosts | bytes | " + " | ".join(f"{a} us (busbw GB/s)" for a in ALGORITHMS)
           + " | best |")
@@ -292,7 +226,8 @@ def cmd_predict(args):
     for hosts in args.hosts:
         p = hosts * r
         for n in args.sizes or sizes(args.max_bytes):
-            times = {a: predict(a, hosts, r, n, model, link) for a in ALGORITHMS}
+            times = {a: predict(a, hosts, r, n, model, link, args.piece_bytes)
+                     for a in ALGORITHMS}
             cells = [f"{t * 1e6:.1f} ({2 * (p - 1) / p * n / t / 1e9:.2f})" for t in times.values()]
             print(f"| {hosts} | {n} | " + " | ".join(cells) + f" | {min(times, key=times.get)} |")
 
@@ -350,11 +285,34 @@ def spread_bytes(model, link_name):
 RECURSIVE_DOUBLING_MAX_BYTES = 1 << 20
 
 
+# The piece sizes tune chooses from (0: one step), and the messages it weighs them on:
+# fusion buckets and large tensors, where Hierarchical's network step is long enough
+# to hide the node's phases behind.
+PIECE_CHOICES = (0,) + tuple(1 << k for k in range(16, 24))  # 64 KiB .. 8 MiB
+PIECE_MESSAGES = tuple(1 << k for k in range(20, 29, 2))  # 1, 4, 16, 64, 256 MiB
+
+
+def piece_bytes(model, link, hosts, r):
+    """Hierarchical's piece size for a cluster: the one whose predicted times over
+    PIECE_MESSAGES have the smallest geometric mean relative to each message's best
+    choice. More pieces hide more of the node's phases but add the network step's
+    latency terms once per piece (2 log2(hosts) of them in reduce-scatter + allgather)."""
+    if hosts < 2 or r < 2:
+        return PIECE_BYTES  # nothing to overlap: the built-in value, unused
+    times = {p: [hierarchical_time(hosts, r, n, model, link, piece_bytes=p)
+                 for n in PIECE_MESSAGES] for p in PIECE_CHOICES}
+    best = [min(t[i] for t in times.values()) for i in range(len(PIECE_MESSAGES))]
+
+    def loss(p):
+        return sum(math.log(t / b) for t, b in zip(times[p], best))
+    return min(PIECE_CHOICES, key=loss)
+
+
 def cmd_tune(args):
     """The Auto table for a cluster shape: Auto takes Hierarchical wherever ranks share a
     host, and Hierarchical's step across hosts asks the table for `hosts` ranks; so the
     rule for up to `hosts` ranks holds the best flat algorithm across hosts by size."""
-    model = with_gamma(json.load(open(args.model)))
+    model = load_model(args)
     link = dict(link_params(model, args.link))
     link["beta"] *= args.ranks_per_host  # the host's shards share its link
     entries = []
@@ -371,12 +329,28 @@ def cmd_tune(args):
         "description": f"From the alpha-beta-gamma model ({args.model}) for {args.hosts} hosts x "
                        f"{args.ranks_per_host} ranks on link {args.link}",
         "command": "bench/cluster_model.py tune " + " ".join(sys.argv[2:]),
-        "thresholds": {"hierarchical_spread_bytes": spread_bytes(model, args.link)},
+        "thresholds": {"hierarchical_spread_bytes": spread_bytes(model, args.link),
+                       "hierarchical_piece_bytes": piece_bytes(model, dict(link_params(
+                           model, args.link)), args.hosts, args.ranks_per_host)},
         "rules": [{"max_ranks": None, "algorithms": entries}],
     }
     with open(args.output, "w") as f:
         json.dump(table, f, indent=1)
     print(json.dumps(table, indent=1))
+
+
+def shm_option(parser):
+    parser.add_argument("--shm-rate", type=float, metavar="GB/s",
+                        help="the node's shared-memory rate (1/beta) instead of the fitted one: "
+                             "where the one-host fit is far from a host under the network's load "
+                             "(docs/SCALING.md)")
+
+
+def pieces_option(parser):
+    parser.add_argument("--piece-bytes", type=int, default=PIECE_BYTES,
+                        help="Hierarchical's pieces across the network, bytes of each shard, as "
+                             "CONCORD_HIERARCHICAL_PIECE_BYTES (default %(default)s, concord's; "
+                             "0: one step, as concord before 2026-11-25)")
 
 
 def main(argv=None):
@@ -389,6 +363,7 @@ def main(argv=None):
     v.add_argument("dir")
     v.add_argument("--model", required=True)
     v.add_argument("--min-bytes", type=int, default=0)
+    pieces_option(v)
     p = sub.add_parser("predict")
     p.add_argument("--model", required=True)
     p.add_argument("--link", required=True)
@@ -398,6 +373,8 @@ def main(argv=None):
     p.add_argument("--max-bytes", type=int, default=1 << 30)
     p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
                    help="comma list of byte counts (default: 4 B to --max-bytes, x4)")
+    pieces_option(p)
+    shm_option(p)
     s = sub.add_parser("summary")
     s.add_argument("dir")
     t = sub.add_parser("tune")
@@ -406,6 +383,7 @@ def main(argv=None):
     t.add_argument("--hosts", type=int, required=True)
     t.add_argument("--ranks-per-host", type=int, default=8)
     t.add_argument("-o", "--output", required=True)
+    shm_option(t)
     args = ap.parse_args(argv)
     {"fit": cmd_fit, "validate": cmd_validate, "predict": cmd_predict, "tune": cmd_tune,
      "summary": cmd_summary}[

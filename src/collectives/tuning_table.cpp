@@ -32,6 +32,7 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
       {"shm_single_copy_bytes", &out.shm_single_copy_bytes},
       {"shm_single_copy_round_bytes", &out.shm_single_copy_round_bytes},
       {"hierarchical_spread_bytes", &out.hierarchical_spread_bytes},
+      {"hierarchical_piece_bytes", &out.hierarchical_piece_bytes},
       {"cuda_direct_bytes", &out.cuda_direct_bytes},
       {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
   for (const auto& [key, value] : json.items()) {
@@ -152,6 +153,7 @@ const SizeThresholds& size_thresholds() {
     if (cfg.hierarchical_spread_bytes) {
       t.hierarchical_spread_bytes = *cfg.hierarchical_spread_bytes;
     }
+    if (cfg.hierarchical_piece_bytes) t.hierarchical_piece_bytes = *cfg.hierarchical_piece_bytes;
     return t;
   }();
   return thresholds;

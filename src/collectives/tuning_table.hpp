@@ -55,6 +55,15 @@ struct SizeThresholds {
   // "Hierarchical: one leader or every rank across the link"), and the
   // cluster model's tuning file says so for such links.
   std::size_t hierarchical_spread_bytes = 0;
+  // Hierarchical host messages cross the network in pieces of this many bytes
+  // of every shard, each on the communicator's network thread while the
+  // calling thread does the node's rounds of the pieces around it; 0: one step.
+  // Small enough that a message of a few MiB has several to overlap, large
+  // enough that each piece's network step costs little more than its bytes
+  // (measured at 2 hosts x 2 ranks, 1 Gbit/s: bench/RESULTS.md, "Hierarchical:
+  // the node's phases behind the network"). The cluster model's tuning file
+  // chooses it for a cluster's links and ranks per host (docs/SCALING.md).
+  std::size_t hierarchical_piece_bytes = std::size_t{1} << 20;
   // The same for device messages over CUDA IPC.
   std::size_t cuda_direct_bytes = 256 * 1024;
   // Device shards up to this size cross nodes over NCCL by recursive doubling,

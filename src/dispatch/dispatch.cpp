@@ -48,20 +48,13 @@ int network_shard_owners(std::size_t bytes, const Topology& topo) {
   return bytes >= size_thresholds().hierarchical_spread_bytes ? topo.min_local_size : 1;
 }
 
-// Hierarchical's pieces across the network (CONCORD_HIERARCHICAL_PIECE_BYTES):
-// small enough that a message of a few MiB has several to overlap, large enough
-// that each piece's network step costs little more than its bytes (measured at
-// 2 hosts x 2 ranks, 1 Gbit/s: bench/RESULTS.md, "Hierarchical: the node's
-// phases behind the network").
-constexpr std::size_t kHierarchicalPieceBytes = std::size_t{1} << 20;
-
 // Hierarchical's step across nodes in pieces, each run on the communicator's
 // network thread while the calling thread works on shared memory. That needs
 // every rank's MPI to take calls from any thread (the user's other threads may
 // call MPI meanwhile; concord's own initialisation asks for it). Without it there
 // is nothing to overlap, so no pieces: one step, as every rank agrees.
 void overlap_network(const CommunicatorState& state, InterNodeStep& inter, std::size_t elem_size) {
-  const std::size_t piece = config().hierarchical_piece_bytes.value_or(kHierarchicalPieceBytes);
+  const std::size_t piece = size_thresholds().hierarchical_piece_bytes;
   if (piece == 0 || !state.every_rank_thread_multiple) return;
   inter.piece_elements = std::max<std::size_t>(1, piece / elem_size);
   if (inter.ranks < 2) return;  // this rank carries no shard across

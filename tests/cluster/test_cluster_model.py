@@ -81,6 +81,7 @@ def test_tune_writes_a_loadable_table(tmp_path):
     assert all(e["max_bytes"] <= cm.RECURSIVE_DOUBLING_MAX_BYTES for e in entries[:-1]
                if e["algorithm"] == "recursive_doubling")
     assert entries[-1]["algorithm"] != "recursive_doubling"
+    assert table["thresholds"]["hierarchical_piece_bytes"] in cm.PIECE_CHOICES
 
 
 def test_unknown_link_is_an_error(tmp_path):
@@ -99,3 +100,49 @@ def test_one_leader_only_where_one_flow_fills_the_link():
     assert cm.spread_bytes(model, "10gbit") == 0  # about one flow: spread the shards
     assert cm.spread_bytes(model, "eth-25g") == 0  # typical links: not fitted here
     assert cm.spread_bytes(PARAMS, "1gbit") == 0  # no unlimited run to compare with
+
+
+def test_pieces_hide_the_shorter_of_the_node_and_the_network():
+    # Four pieces; the node's phases (4 + 4 time units) split evenly among them.
+    assert cm.pipeline(4, 4, [4]) == 12  # one step: reduce-scatter, network, allgather
+    # The node's phases dominate: all of them; the last piece's network step runs
+    # beside the allgather of the piece before it.
+    assert cm.pipeline(4, 4, [1] * 4) == pytest.approx(8)
+    # The network dominates: all of it, plus the first scatter and the last gather.
+    assert cm.pipeline(4, 4, [3] * 4) == pytest.approx(1 + 12 + 1)
+
+
+def test_hierarchical_in_pieces():
+    link = PARAMS["net"]["1gbit"]
+    n = 1 << 26
+    one_step = cm.hierarchical_time(2, 4, n, PARAMS, link, piece_bytes=0)
+    scatter, gather = cm.node_phases(4, n, PARAMS)
+    shared = dict(link, beta=4 * link["beta"])
+    network = min(cm.flat_time(a, 2, 1, n / 4, PARAMS, shared) for a in cm.FLAT)
+    assert one_step == pytest.approx(scatter + network + gather)
+    # 16 pieces of 1 MiB per shard: the node's phases mostly behind the network.
+    pieces = cm.hierarchical_time(2, 4, n, PARAMS, link, piece_bytes=1 << 20)
+    assert max(network, scatter + gather) < pieces < one_step
+    # A shard of one piece is sent in one step, as concord does.
+    assert cm.hierarchical_time(2, 4, 1 << 20, PARAMS, link, piece_bytes=1 << 20) == \
+        pytest.approx(cm.hierarchical_time(2, 4, 1 << 20, PARAMS, link, piece_bytes=0))
+
+
+def test_a_fold_across_hosts_costs_the_link():
+    link = PARAMS["net"]["1gbit"]
+    n = 1 << 20
+    three = cm.flat_time("reduce_scatter_allgather", 3, 1, n, PARAMS, link)
+    two = cm.flat_time("reduce_scatter_allgather", 2, 1, n, PARAMS, link)
+    # One host with one rank folds into another: its whole message crosses, and back.
+    assert three == pytest.approx(two + 2 * (link["alpha"] + n * link["beta"]) + n * PARAMS["gamma"])
+
+
+def test_piece_size_follows_the_cost_of_a_piece():
+    fast_node = dict(PARAMS, shm={"alpha": 1e-6, "beta": 1 / 600e9}, gamma=1 / 600e9)  # no cost
+    slow_node = dict(PARAMS, shm={"alpha": 1e-6, "beta": 1 / 0.6e9})
+    link = {"alpha": 10e-6, "beta": 1 / 1.2e9}
+    chosen = cm.piece_bytes(slow_node, link, 16, 8)
+    assert chosen in cm.PIECE_CHOICES and chosen != 0
+    assert cm.piece_bytes(fast_node, link, 16, 8) in (0, cm.PIECE_CHOICES[-1])
+    # A link whose every message costs a second: one step.
+    assert cm.piece_bytes(slow_node, {"alpha": 1.0, "beta": 1 / 1.2e9}, 16, 8) == 0

@@ -67,10 +67,12 @@ TEST_CASE("size thresholds come from the table, built-in values otherwise", "[tu
   CHECK(built_in.cuda_direct_bytes == 256 * 1024);
   CHECK(built_in.nccl_recursive_doubling_bytes == 64 * 1024);
   CHECK(built_in.hierarchical_spread_bytes == 0);  // every local rank crosses the network
+  CHECK(built_in.hierarchical_piece_bytes == 1u << 20);
   const auto table = concord::detail::TuningTable::parse(
       R"({"thresholds": {"shm_direct_bytes": 0, "shm_pair_direct_bytes": 2048,
                          "nccl_recursive_doubling_bytes": 4096,
-                         "shm_stream_bytes": 65536, "hierarchical_spread_bytes": 4611686018427387904},
+                         "shm_stream_bytes": 65536, "hierarchical_spread_bytes": 4611686018427387904,
+                         "hierarchical_piece_bytes": 131072},
           "rules": [{"max_ranks": null, "algorithms": [{"max_bytes": null, "algorithm": "ring"}]}]})",
       "test");
   CHECK(table.thresholds().shm_direct_bytes == 0);
@@ -79,6 +81,7 @@ TEST_CASE("size thresholds come from the table, built-in values otherwise", "[tu
   CHECK(table.thresholds().cuda_direct_bytes == 256 * 1024);
   CHECK(table.thresholds().nccl_recursive_doubling_bytes == 4096);
   CHECK(table.thresholds().hierarchical_spread_bytes == std::size_t{1} << 62);
+  CHECK(table.thresholds().hierarchical_piece_bytes == 131072);
   CHECK_THROWS_WITH(concord::detail::TuningTable::parse(
                         R"({"thresholds": {"shm_bytes": 1}, "rules": [{"max_ranks": null,
                             "algorithms": [{"max_bytes": null, "algorithm": "ring"}]}]})",
