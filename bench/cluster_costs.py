@@ -71,7 +71,8 @@ def flat_time(algorithm, hosts, r, n, params, link):
 PIECE_BYTES = 1 << 20
 # What handing one piece to the network thread adds: waking a thread on another core
 # (a futex wake on a server, assumed; on this VM a submit-and-wait round trip took
-# 8 us with both threads on one core and 80-100 us across its two vCPUs).
+# 8 us with both threads on one core and 80-100 us across its two vCPUs). A model's
+# "piece_handoff_s" replaces it (cluster_model.py --handoff-us).
 PIECE_HANDOFF_S = 20e-6
 
 
@@ -100,22 +101,25 @@ def pipeline(scatter, gather, network):
     return max(now, home[-1]) + gather / m
 
 
-def hierarchical_time(hosts, r, n, params, link, inter=None, piece_bytes=PIECE_BYTES):
-    """Shared-memory reduce-scatter and allgather in the host, and each local rank
-    allreducing its 1/r shard across the hosts at once (the host's link carries the
-    whole message), with the flat algorithm `inter` (default: the fastest), in pieces
-    of `piece_bytes` per shard that overlap the node's phases (0: one step, after the
-    reduce-scatter and before the allgather)."""
+def hierarchical_time(hosts, r, n, params, link, inter=None, piece_bytes=PIECE_BYTES,
+                      owners=None):
+    """Shared-memory reduce-scatter and allgather in the host, and each of `owners` local
+    ranks (default r; 1: one leader, hierarchical_spread_bytes) allreducing its shard
+    across the hosts at once (the host's link carries the whole message), with the flat
+    algorithm `inter` (default: the fastest), in pieces of `piece_bytes` per shard that
+    overlap the node's phases (0: one step, after the reduce-scatter and before the
+    allgather)."""
     scatter, gather = node_phases(r, n, params)
     if hosts == 1:
         return scatter + gather
-    shared = dict(link, beta=link["beta"] * r)  # r shards share the link
+    owners = owners or r
+    shared = dict(link, beta=link["beta"] * owners)  # the shards share the link
     options = [inter] if inter else FLAT
-    shard = n / r
+    shard = n / owners
     # With one rank per host there is nothing to overlap: concord sends the shard whole.
     m = max(1, math.ceil(shard / piece_bytes)) if piece_bytes and r > 1 else 1
     sizes = [min(piece_bytes, shard - k * piece_bytes) for k in range(m)] if m > 1 else [shard]
-    handoff = PIECE_HANDOFF_S if m > 1 else 0.0
+    handoff = params.get("piece_handoff_s", PIECE_HANDOFF_S) if m > 1 else 0.0
     network = [min(flat_time(a, hosts, 1, b, params, shared) for a in options) + handoff
                for b in sizes]
     return pipeline(scatter, gather, network)

@@ -207,6 +207,8 @@ def load_model(args):
     model = with_gamma(json.load(open(args.model)))
     if getattr(args, "shm_rate", None):
         model = dict(model, shm=dict(model["shm"], beta=1 / (args.shm_rate * 1e9)))
+    if getattr(args, "handoff_us", None) is not None:
+        model = dict(model, piece_handoff_s=args.handoff_us * 1e-6)
     return model
 
 
@@ -292,14 +294,15 @@ PIECE_CHOICES = (0,) + tuple(1 << k for k in range(16, 24))  # 64 KiB .. 8 MiB
 PIECE_MESSAGES = tuple(1 << k for k in range(20, 29, 2))  # 1, 4, 16, 64, 256 MiB
 
 
-def piece_bytes(model, link, hosts, r):
+def piece_bytes(model, link, hosts, r, owners=None):
     """Hierarchical's piece size for a cluster: the one whose predicted times over
     PIECE_MESSAGES have the smallest geometric mean relative to each message's best
     choice. More pieces hide more of the node's phases but add the network step's
-    latency terms once per piece (2 log2(hosts) of them in reduce-scatter + allgather)."""
+    latency terms once per piece (2 log2(hosts) of them in reduce-scatter + allgather)
+    and a hand-off. `owners`: the ranks of a host that cross (default r; 1: one leader)."""
     if hosts < 2 or r < 2:
         return PIECE_BYTES  # nothing to overlap: the built-in value, unused
-    times = {p: [hierarchical_time(hosts, r, n, model, link, piece_bytes=p)
+    times = {p: [hierarchical_time(hosts, r, n, model, link, piece_bytes=p, owners=owners)
                  for n in PIECE_MESSAGES] for p in PIECE_CHOICES}
     best = [min(t[i] for t in times.values()) for i in range(len(PIECE_MESSAGES))]
 
@@ -313,8 +316,11 @@ def cmd_tune(args):
     host, and Hierarchical's step across hosts asks the table for `hosts` ranks; so the
     rule for up to `hosts` ranks holds the best flat algorithm across hosts by size."""
     model = load_model(args)
+    spread = spread_bytes(model, args.link)
+    # The ranks of a host that cross the link: every one, or one leader for every message.
+    owners = 1 if spread == ONE_LEADER else args.ranks_per_host
     link = dict(link_params(model, args.link))
-    link["beta"] *= args.ranks_per_host  # the host's shards share its link
+    link["beta"] *= owners  # the host's shards share its link
     entries = []
     for n in [2 ** k for k in range(2, 31)]:
         times = {a: flat_time(a, args.hosts, 1, n, model, link) for a in FLAT
@@ -329,9 +335,10 @@ def cmd_tune(args):
         "description": f"From the alpha-beta-gamma model ({args.model}) for {args.hosts} hosts x "
                        f"{args.ranks_per_host} ranks on link {args.link}",
         "command": "bench/cluster_model.py tune " + " ".join(sys.argv[2:]),
-        "thresholds": {"hierarchical_spread_bytes": spread_bytes(model, args.link),
-                       "hierarchical_piece_bytes": piece_bytes(model, dict(link_params(
-                           model, args.link)), args.hosts, args.ranks_per_host)},
+        "thresholds": {"hierarchical_spread_bytes": spread,
+                       "hierarchical_piece_bytes": piece_bytes(
+                           model, link_params(model, args.link), args.hosts, args.ranks_per_host,
+                           owners)},
         "rules": [{"max_ranks": None, "algorithms": entries}],
     }
     with open(args.output, "w") as f:
@@ -344,6 +351,9 @@ def shm_option(parser):
                         help="the node's shared-memory rate (1/beta) instead of the fitted one: "
                              "where the one-host fit is far from a host under the network's load "
                              "(docs/SCALING.md)")
+    parser.add_argument("--handoff-us", type=float, metavar="US",
+                        help="what handing a piece to the network thread costs "
+                             f"(default {PIECE_HANDOFF_S * 1e6:.0f} us, assumed)")
 
 
 def pieces_option(parser):

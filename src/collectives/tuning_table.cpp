@@ -48,6 +48,10 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
     }
     if (!known) bad_table(origin, fmt::format("unknown threshold \"{}\"", key));
   }
+  if (out.hierarchical_piece_bytes > kMaxHierarchicalPieceBytes) {
+    bad_table(origin, fmt::format("thresholds.hierarchical_piece_bytes must be at most {}, got {}",
+                                  kMaxHierarchicalPieceBytes, out.hierarchical_piece_bytes));
+  }
 }
 
 }  // namespace

@@ -58,11 +58,13 @@ struct SizeThresholds {
   // Hierarchical host messages cross the network in pieces of this many bytes
   // of every shard, each on the communicator's network thread while the
   // calling thread does the node's rounds of the pieces around it; 0: one step.
-  // Small enough that a message of a few MiB has several to overlap, large
-  // enough that each piece's network step costs little more than its bytes
-  // (measured at 2 hosts x 2 ranks, 1 Gbit/s: bench/RESULTS.md, "Hierarchical:
-  // the node's phases behind the network"). The cluster model's tuning file
-  // chooses it for a cluster's links and ranks per host (docs/SCALING.md).
+  // At 2 ranks per node, small enough that a message of a few MiB has several
+  // to overlap, large enough that each piece's network step costs little more
+  // than its bytes (measured at 2 hosts x 2 ranks, 1 Gbit/s: bench/RESULTS.md,
+  // "Hierarchical: the node's phases behind the network"). With more ranks per
+  // node a piece of the message is larger; the cluster model's tuning file
+  // chooses the size for a cluster's links and ranks per node (docs/SCALING.md).
+  // At most kMaxHierarchicalPieceBytes (core/config.hpp).
   std::size_t hierarchical_piece_bytes = std::size_t{1} << 20;
   // The same for device messages over CUDA IPC.
   std::size_t cuda_direct_bytes = 256 * 1024;

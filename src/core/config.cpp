@@ -78,7 +78,7 @@ void parse_hierarchical_settings(const EnvLookup& lookup, Config& config) {
   }
   if (auto v = lookup("CONCORD_HIERARCHICAL_PIECE_BYTES"); v && !v->empty()) {
     config.hierarchical_piece_bytes =
-        parse_unsigned("CONCORD_HIERARCHICAL_PIECE_BYTES", *v, 0, std::uint64_t{1} << 40);
+        parse_unsigned("CONCORD_HIERARCHICAL_PIECE_BYTES", *v, 0, kMaxHierarchicalPieceBytes);
   }
 }
 

@@ -14,6 +14,10 @@ namespace concord::detail {
 // The range of a ring pipeline segment, from the environment or AllreduceOptions.
 inline constexpr std::size_t kMinRingSegmentBytes = 64;
 inline constexpr std::size_t kMaxRingSegmentBytes = std::size_t{1} << 30;
+// Hierarchical's pieces (CONCORD_HIERARCHICAL_PIECE_BYTES, the tuning table's
+// hierarchical_piece_bytes): 1 TiB is past any message; larger would overflow
+// the piece arithmetic.
+inline constexpr std::size_t kMaxHierarchicalPieceBytes = std::size_t{1} << 40;
 
 struct Config {
   // CONCORD_ALLREDUCE_ALGORITHM: replaces Algorithm::Auto (not an explicit choice).
@@ -44,8 +48,8 @@ struct Config {
   std::optional<std::size_t> hierarchical_spread_bytes;
   // CONCORD_HIERARCHICAL_PIECE_BYTES: Hierarchical sends each shard across the
   // network in pieces of this size on a thread of its own, overlapping the
-  // node's shared-memory phases (0: one step, no overlap). Unset:
-  // kHierarchicalPieceBytes in dispatch/dispatch.cpp.
+  // node's shared-memory phases (0: one step, no overlap). Unset: the tuning
+  // table's hierarchical_piece_bytes.
   std::optional<std::size_t> hierarchical_piece_bytes;
   // CONCORD_SHM_PHASE_TIMES=1: the shared-memory allreduce times its steps
   // (collectives/shared_phases.hpp); for concord-bench's breakdown.

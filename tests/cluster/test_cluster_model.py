@@ -123,6 +123,12 @@ def test_hierarchical_in_pieces():
     # 16 pieces of 1 MiB per shard: the node's phases mostly behind the network.
     pieces = cm.hierarchical_time(2, 4, n, PARAMS, link, piece_bytes=1 << 20)
     assert max(network, scatter + gather) < pieces < one_step
+    # One leader per host: one flow carries the whole message, in pieces of the message.
+    leader = min(cm.flat_time(a, 2, 1, n, PARAMS, link) for a in cm.FLAT)
+    assert cm.hierarchical_time(2, 4, n, PARAMS, link, piece_bytes=0, owners=1) == \
+        pytest.approx(scatter + leader + gather)
+    assert cm.hierarchical_time(2, 4, 1 << 22, PARAMS, link, piece_bytes=1 << 20, owners=1) < \
+        cm.hierarchical_time(2, 4, 1 << 22, PARAMS, link, piece_bytes=0, owners=1)
     # A shard of one piece is sent in one step, as concord does.
     assert cm.hierarchical_time(2, 4, 1 << 20, PARAMS, link, piece_bytes=1 << 20) == \
         pytest.approx(cm.hierarchical_time(2, 4, 1 << 20, PARAMS, link, piece_bytes=0))

@@ -9,6 +9,7 @@
 #include "mpi/test_support.hpp"
 
 #include <fmt/format.h>
+#include <mpi.h>
 
 #include <cmath>
 #include <cstdint>
@@ -227,11 +228,18 @@ TEST_CASE("alltoall, reducescatter and join errors", "[engine][horovod][errors]"
       Contains("not defined for int32"));
   CHECK_THROWS_WITH(engine.enqueue_allreduce("concord/join", view, ReduceOp::Sum),
                     Contains("reserved for join"));
-  Handle j = engine.enqueue_join();
-  if (n > 1 && comm.rank() == 0) {
-    CHECK_THROWS_WITH(engine.enqueue_join(), Contains("already in flight"));
+  // Rank 0's join stays in flight until every rank has joined: the others join
+  // only after rank 0 has tried a second one (else, on a slow run, the join
+  // could already be over when rank 0 tries).
+  if (comm.rank() == 0) {
+    Handle j = engine.enqueue_join();
+    if (n > 1) CHECK_THROWS_WITH(engine.enqueue_join(), Contains("already in flight"));
+    MPI_Barrier(MPI_COMM_WORLD);
+    j.wait();
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    engine.enqueue_join().wait();
   }
-  j.wait();
 }
 
 TEST_CASE("while a rank has joined, allgather, alltoall and reducescatter fail on the others",

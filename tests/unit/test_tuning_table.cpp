@@ -4,6 +4,9 @@
 
 #include "collectives/tuning_table.hpp"
 
+#include <cstdlib>
+#include <string>
+
 using concord::Algorithm;
 using concord::detail::TuningTable;
 
@@ -92,4 +95,25 @@ TEST_CASE("size thresholds come from the table, built-in values otherwise", "[tu
                             "algorithms": [{"max_bytes": null, "algorithm": "ring"}]}]})",
                         "test"),
                     Catch::Matchers::Contains("thresholds.cuda_direct_bytes"));
+  // Past 1 TiB the piece arithmetic would overflow: refused, not wrong results.
+  CHECK_THROWS_WITH(
+      concord::detail::TuningTable::parse(
+          R"({"thresholds": {"hierarchical_piece_bytes": 18446744073709551552},
+                            "rules": [{"max_ranks": null,
+                            "algorithms": [{"max_bytes": null, "algorithm": "ring"}]}]})",
+          "test"),
+      Catch::Matchers::Contains("thresholds.hierarchical_piece_bytes must be at most"));
+}
+
+// Hidden: run alone in a process whose environment names a tuning file
+// (tests/CMakeLists.txt, unit_tuning_file_*), since the thresholds are read once.
+// What this process's thresholds must hold comes from CONCORD_TEST_PIECE_BYTES.
+TEST_CASE("the tuning file's thresholds reach the paths, the environment overrides them",
+          "[.tuning_file]") {
+  const char* expected = std::getenv("CONCORD_TEST_PIECE_BYTES");
+  REQUIRE(expected != nullptr);
+  REQUIRE(std::getenv("CONCORD_TUNING_FILE") != nullptr);
+  CHECK(concord::detail::size_thresholds().hierarchical_piece_bytes ==
+        std::stoull(std::string(expected)));
+  CHECK(concord::detail::size_thresholds().shm_stream_bytes == 65536);  // from the file too
 }
