@@ -219,8 +219,9 @@ def cmd_predict(args):
     print(f"link {args.link}: alpha {link['alpha'] * 1e6:.2f} us, "
           f"{1 / link['beta'] / 1e9:.2f} GB/s; {link.get('about', 'fitted here')}")
     gamma_from = "fitted here" if model["gamma"] != GAMMA_FALLBACK else "one core's add"
+    shm_from = "--shm-rate" if args.shm_rate else "fitted here"
     print(f"host: shm alpha {model['shm']['alpha'] * 1e6:.2f} us, beta^-1 "
-          f"{_rate(model['shm']['beta'])} ({'--shm-rate' if args.shm_rate else 'fitted here'}); gamma^-1 {_rate(model['gamma'])} "
+          f"{_rate(model['shm']['beta'])} ({shm_from}); gamma^-1 {_rate(model['gamma'])} "
           f"({gamma_from})\n")
     print("| hosts | bytes | " + " | ".join(f"{a} us (busbw GB/s)" for a in ALGORITHMS)
           + " | best |")
@@ -346,7 +347,8 @@ def cmd_tune(args):
     print(json.dumps(table, indent=1))
 
 
-def shm_option(parser):
+def node_options(parser):
+    """What a host under load or a server's threads cost, where the fit cannot say."""
     parser.add_argument("--shm-rate", type=float, metavar="GB/s",
                         help="the node's shared-memory rate (1/beta) instead of the fitted one: "
                              "where the one-host fit is far from a host under the network's load "
@@ -384,7 +386,7 @@ def main(argv=None):
     p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
                    help="comma list of byte counts (default: 4 B to --max-bytes, x4)")
     pieces_option(p)
-    shm_option(p)
+    node_options(p)
     s = sub.add_parser("summary")
     s.add_argument("dir")
     t = sub.add_parser("tune")
@@ -393,7 +395,7 @@ def main(argv=None):
     t.add_argument("--hosts", type=int, required=True)
     t.add_argument("--ranks-per-host", type=int, default=8)
     t.add_argument("-o", "--output", required=True)
-    shm_option(t)
+    node_options(t)
     args = ap.parse_args(argv)
     {"fit": cmd_fit, "validate": cmd_validate, "predict": cmd_predict, "tune": cmd_tune,
      "summary": cmd_summary}[
