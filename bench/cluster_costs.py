@@ -51,8 +51,11 @@ def flat_time(algorithm, hosts, r, n, params, link):
     t = 0.0
     if extra:
         # Rank 2i folds into rank 2i+1, its neighbour: on another host where a host
-        # has one rank (as in Hierarchical's step across hosts).
-        t += 2 * _step(None, hosts, r, 1, n, params, link) + n * g
+        # has one rank (as in Hierarchical's step across hosts). Recursive doubling
+        # folds the whole message in and out; reduce-scatter + allgather swaps halves,
+        # each rank of a pair reducing one (allreduce_rabenseifner.cpp).
+        fold = n if algorithm == "recursive_doubling" else n / 2
+        t += 2 * _step(None, hosts, r, 1, fold, params, link) + fold * g
     if algorithm == "recursive_doubling":
         for k in range(steps):
             t += _step(None, hosts, r, 2 ** k, n, params, link) + n * g

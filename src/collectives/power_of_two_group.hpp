@@ -20,6 +20,8 @@ class PowerOfTwoGroup {
   int pof2() const { return pof2_; }
   // Rank within the power-of-two group, or -1 for a rank folded out.
   int new_rank() const { return new_rank_; }
+  // The group member this rank's data belongs to: its own, or its fold partner's.
+  int member() const { return folds_out() ? rank_ / 2 : new_rank_; }
   bool participates() const { return new_rank_ >= 0; }
   // An even rank below 2*rem: gives its data away and gets the result back.
   bool folds_out() const { return rank_ < 2 * rem_ && rank_ % 2 == 0; }
@@ -28,6 +30,9 @@ class PowerOfTwoGroup {
   int fold_partner() const { return folds_out() ? rank_ + 1 : rank_ - 1; }
   // The real rank of group member `new_rank`.
   int real_rank(int new_rank) const { return new_rank < rem_ ? new_rank * 2 + 1 : new_rank + rem_; }
+  // Where a fold keeps half of a member's data (Rabenseifner): the rank folded out
+  // of it, or the member itself where nothing folds into it.
+  int half_rank(int new_rank) const { return new_rank < rem_ ? new_rank * 2 : new_rank + rem_; }
 
  private:
   int rank_;

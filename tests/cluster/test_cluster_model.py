@@ -137,10 +137,13 @@ def test_hierarchical_in_pieces():
 def test_a_fold_across_hosts_costs_the_link():
     link = PARAMS["net"]["1gbit"]
     n = 1 << 20
-    three = cm.flat_time("reduce_scatter_allgather", 3, 1, n, PARAMS, link)
-    two = cm.flat_time("reduce_scatter_allgather", 2, 1, n, PARAMS, link)
-    # One host with one rank folds into another: its whole message crosses, and back.
-    assert three == pytest.approx(two + 2 * (link["alpha"] + n * link["beta"]) + n * PARAMS["gamma"])
+    # One host with one rank folds into another. Recursive doubling: its whole message
+    # crosses, and back. Reduce-scatter + allgather: the pair swaps halves, each way.
+    for algorithm, fold in (("recursive_doubling", n), ("reduce_scatter_allgather", n / 2)):
+        three = cm.flat_time(algorithm, 3, 1, n, PARAMS, link)
+        two = cm.flat_time(algorithm, 2, 1, n, PARAMS, link)
+        assert three == pytest.approx(two + 2 * (link["alpha"] + fold * link["beta"]) +
+                                      fold * PARAMS["gamma"])
 
 
 def test_piece_size_follows_the_cost_of_a_piece():
