@@ -67,13 +67,18 @@ class HalvingDoubling {
   std::byte* at(BlockRange r) const { return data_ + blocks_.offset(r.first) * ctx_.elem_size; }
   void reduce_in(BlockRange r) { ctx_.exec->reduce(at(r), at(r), tmp_, elements(r)); }
 
-  // The pair swaps halves before the first step: the odd rank reduces keep_ (the
-  // member keeps it), the even rank away_ (it sends that on). A rank outside any
-  // pair does nothing, here and in fold_out().
+  bool in_pair() const { return group_.folds_in() || group_.folds_out(); }
+  // The half a rank of a pair holds: the odd rank keep_ (the member keeps it
+  // through the first step), the even rank away_ (it sends that on).
+  BlockRange pair_half() const { return group_.folds_in() ? keep_ : away_; }
+  BlockRange other_pair_half() const { return group_.folds_in() ? away_ : keep_; }
+
+  // The pair swaps halves before the first step, each reducing its own. A rank
+  // outside any pair does nothing, here and in fold_out().
   void fold_in() {
-    if (!group_.folds_in() && !group_.folds_out()) return;
-    const BlockRange mine = group_.folds_in() ? keep_ : away_;
-    const BlockRange theirs = group_.folds_in() ? away_ : keep_;
+    if (!in_pair()) return;
+    const BlockRange mine = pair_half();
+    const BlockRange theirs = other_pair_half();
     const int partner = group_.fold_partner();
     t_.sendrecv(partner, at(theirs), bytes(theirs), partner, tmp_, bytes(mine), kTagRabenseifner);
     reduce_in(mine);
@@ -81,9 +86,9 @@ class HalvingDoubling {
 
   // After the last step each rank of a pair holds its half of the result; they swap.
   void fold_out() {
-    if (!group_.folds_in() && !group_.folds_out()) return;
-    const BlockRange mine = group_.folds_in() ? keep_ : away_;
-    const BlockRange theirs = group_.folds_in() ? away_ : keep_;
+    if (!in_pair()) return;
+    const BlockRange mine = pair_half();
+    const BlockRange theirs = other_pair_half();
     const int partner = group_.fold_partner();
     t_.sendrecv(partner, at(mine), bytes(mine), partner, at(theirs), bytes(theirs),
                 kTagRabenseifner);
@@ -161,6 +166,8 @@ class HalvingDoubling {
 }  // namespace
 
 void allreduce_rabenseifner(Transport& t, void* buf, std::size_t count, const ReduceContext& ctx) {
+  // One rank: nothing to do, and the first step (partner member ^ pof2/2) would be
+  // an exchange with itself.
   if (t.size() == 1) return;
   HalvingDoubling(t, static_cast<std::byte*>(buf), count, ctx).run();
 }

@@ -23,9 +23,11 @@ class PowerOfTwoGroup {
   // The group member this rank's data belongs to: its own, or its fold partner's.
   int member() const { return folds_out() ? rank_ / 2 : new_rank_; }
   bool participates() const { return new_rank_ >= 0; }
-  // An even rank below 2*rem: gives its data away and gets the result back.
+  // An even rank below 2*rem: outside the group, it gives its data (recursive
+  // doubling: all of it; Rabenseifner: half) to its odd neighbour and gets the
+  // result back.
   bool folds_out() const { return rank_ < 2 * rem_ && rank_ % 2 == 0; }
-  // An odd rank below 2*rem: reduces its even neighbour's data in.
+  // An odd rank below 2*rem: the group member that its even neighbour folds into.
   bool folds_in() const { return rank_ < 2 * rem_ && rank_ % 2 == 1; }
   int fold_partner() const { return folds_out() ? rank_ + 1 : rank_ - 1; }
   // The real rank of group member `new_rank`.

@@ -36,7 +36,8 @@ void cross_node_allreduce(DeviceResources& res, const CommunicatorState& state, 
 #if CONCORD_WITH_NCCL
   if (NcclComm* nccl = nccl_cross(res, topo, state.rank)) {
     NcclTransport transport(*nccl, exec.stream());
-    // NCCL runs only paired exchanges: recursive doubling or reduce-scatter + allgather.
+    // NCCL runs only algorithms made of one exchange per step (see nccl_transport.hpp):
+    // recursive doubling or reduce-scatter + allgather.
     const Algorithm algorithm = bytes <= size_thresholds().nccl_recursive_doubling_bytes
                                     ? Algorithm::RecursiveDoubling
                                     : Algorithm::ReduceScatterAllgather;

@@ -5,9 +5,10 @@
 // reductions) runs after it, so algorithms that touch message memory only through
 // that executor see the data; the executor's fence() makes it visible to the host.
 //
-// Because a group completes only as a whole, only algorithms made of paired
-// exchanges (send/recv/sendrecv: recursive doubling, Rabenseifner) may run over it;
-// the pipelined ring, which keeps many receives in flight across steps, may not.
+// Because a group completes only as a whole, only algorithms made of one exchange
+// per step (a send, a receive, or a sendrecv, whose two peers may differ: recursive
+// doubling, Rabenseifner) may run over it; the pipelined ring, which keeps many
+// receives in flight across steps, may not.
 #pragma once
 
 #include "transport/nccl_library.hpp"

@@ -74,3 +74,22 @@ TEST_CASE("the power-of-two fold pairs ranks and maps group ranks back", "[parti
     CHECK(static_cast<int>(members.size()) == PowerOfTwoGroup(0, size).pof2());
   }
 }
+
+TEST_CASE("Rabenseifner's fold in halves: a member's two halves lie in its pair", "[partition]") {
+  for (int size : {2, 3, 5, 6, 7, 8, 12, 13}) {
+    int pof2 = 1;
+    while (pof2 * 2 <= size) pof2 *= 2;
+    const int pairs = size - pof2;
+    for (int rank = 0; rank < size; ++rank) {
+      INFO("size=" << size << " rank=" << rank);
+      const PowerOfTwoGroup g(rank, size);
+      // The member a rank's data belongs to: a pair's two ranks share one.
+      const int expected_member = rank < 2 * pairs ? rank / 2 : rank - pairs;
+      CHECK(g.member() == expected_member);
+      // A paired member's halves: the odd rank keeps one, the even rank holds the other;
+      // an unpaired member holds both.
+      CHECK(g.real_rank(g.member()) == (rank < 2 * pairs ? rank | 1 : rank));
+      CHECK(g.half_rank(g.member()) == (rank < 2 * pairs ? rank & ~1 : rank));
+    }
+  }
+}

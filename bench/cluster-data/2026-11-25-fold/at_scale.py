@@ -1,6 +1,6 @@
 """docs/SCALING.md, "Non-power-of-two host counts": the model's step across hosts and
-whole Hierarchical allreduce at 768 hosts x 8 ranks (not a power of two: 256 leaders
-fold) against 1,024, with reduce-scatter + allgather's fold in halves (built) and with
+whole Hierarchical allreduce at 768 hosts x 8 ranks (not a power of two: 256 pairs
+of leaders fold) against 1,024, with reduce-scatter + allgather's fold in halves (built) and with
 the whole-vector fold it replaced (the same model plus the difference: n*beta + n/2*gamma
 on the link, where a host has one rank), for typical links (the quiet fit's host levels,
 gamma as predict takes it).
