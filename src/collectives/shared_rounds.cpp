@@ -221,10 +221,15 @@ void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
   }
   clock.lap(ShmPhase::Reduce);
   publish(counter(round, Step::PieceReduced));
+  // The own piece needs no peer: copying it out first fills the wait for theirs.
+  if (mine < pieces.size() && pieces[mine].count != 0) {
+    copy_out(arena_.region(rank_, result_region(round)), pieces[mine], dst);
+    clock.lap(ShmPhase::CopyOut);
+  }
   wait_all(counter(round, Step::PieceReduced));
   clock.lap(ShmPhase::WaitReduced);
   for (std::size_t j = 0; j < pieces.size(); ++j) {
-    if (pieces[j].count == 0) continue;
+    if (pieces[j].count == 0 || j == mine) continue;
     copy_out(arena_.region(static_cast<int>(j), result_region(round)), pieces[j], dst);
   }
   publish(counter(round, Step::Done));
