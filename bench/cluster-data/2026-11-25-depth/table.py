@@ -5,16 +5,15 @@ algorithm / Hierarchical for each (the issue's target: 1.35 from 4 MiB, every ru
 
     python3 table.py DIR REPEATS
 """
-import importlib.util
 import os
 import statistics
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-spec = importlib.util.spec_from_file_location(
-    "late_table", os.path.join(here, "..", "2026-11-24-late", "table.py"))
-late = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(late)  # load(), ratios(), and results-rounds' per_run
+sys.path.insert(0, os.path.join(here, ".."))
+from records import load_script  # noqa: E402
+
+late = load_script("2026-11-24-late")  # load(), ratios(), and results-rounds' per_run
 
 
 def main(d, repeats):

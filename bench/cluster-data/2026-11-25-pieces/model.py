@@ -5,7 +5,6 @@ node's shared-memory rate as fitted on one host and as timed at 2 x 2 (SHM_RATE 
 
     python3 model.py DIR REPEATS [SHM_RATE]
 """
-import importlib.util
 import json
 import os
 import statistics
@@ -16,10 +15,10 @@ bench = os.path.join(here, "..", "..")
 sys.path.insert(0, bench)
 import cluster_model as cm  # noqa: E402
 
-spec = importlib.util.spec_from_file_location(
-    "late_table", os.path.join(here, "..", "2026-11-24-late", "table.py"))
-late = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(late)  # load()
+sys.path.insert(0, os.path.join(here, ".."))
+from records import load_script  # noqa: E402
+
+late = load_script("2026-11-24-late")  # load()
 
 # The node's two phases at 2 x 2, 8 MiB, timed on each rank with a temporary patch
 # (bench/RESULTS.md, "Hierarchical: the node's phases behind the network"): 4.1-5.0 ms
