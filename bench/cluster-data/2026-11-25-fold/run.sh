@@ -12,13 +12,9 @@
 #   OLD_BUILD=/tmp/wt-old/build bench/cluster-data/2026-11-25-fold/run.sh 3 [OUTDIR] [HOSTS...]
 #   python3 bench/cluster-data/2026-11-25-fold/table.py OUTDIR 3 [HOSTS...]
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-cluster=$root/tests/cluster
-repeats=${1:-3}
-out=${2:-$here}
-shift $(($# < 2 ? $# : 2))
-shapes=("${@:-3}")
+default_items=(3)
+source "$(dirname "$0")/../record_args.sh"
+shapes=("${items[@]}")
 old=${OLD_BUILD:?OLD_BUILD must name the build of the tree before the change}
 new=${BUILD_DIR:-$root/build}
 export CONCORD_CLUSTER=${CONCORD_CLUSTER:-fold}

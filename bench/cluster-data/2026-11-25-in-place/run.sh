@@ -8,14 +8,9 @@
 #   bench/cluster-data/2026-11-25-in-place/run.sh [REPEATS] [OUTDIR] [LINKS...]
 #   python3 bench/cluster-data/2026-11-25-in-place/table.py OUTDIR
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-cluster=$root/tests/cluster
-repeats=${1:-3}
-out=${2:-$here}
-shift $(($# < 2 ? $# : 2))
-links=("${@:-none 10gbit 1gbit}")
-read -r -a links <<<"${links[*]}"
+default_items=(none 10gbit 1gbit)
+source "$(dirname "$0")/../record_args.sh"
+links=("${items[@]}")
 export CONCORD_CLUSTER=${CONCORD_CLUSTER:-inplc}
 trap '"$cluster/cluster-down"' EXIT
 "$cluster/cluster-up" 2 none
