@@ -17,14 +17,4 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${2:-$here}
 source "$here/../hier_run.sh"
-mkdir -p "$out"
-for ((r = 1; r <= ${1:-3}; r++)); do
-  configs=(one-deep:1 two-deep:)
-  ((r % 2 == 0)) && configs=(two-deep: one-deep:1)
-  for placement in "" -c; do
-    for c in "${configs[@]}"; do
-      if [ -n "${c#*:}" ]; then export CONCORD_TMP_ONE_DEEP=1; else unset CONCORD_TMP_ONE_DEEP; fi
-      hier_run "$out/${c%%:*}${placement:+-c}-$r.txt" 5 $placement
-    done
-  done
-done
+hier_rounds "${1:-3}" "$out" CONCORD_TMP_ONE_DEEP one-deep:1 two-deep:

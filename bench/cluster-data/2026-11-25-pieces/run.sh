@@ -13,14 +13,4 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${2:-$here}
 source "$here/../hier_run.sh"
-mkdir -p "$out"
-for ((r = 1; r <= ${1:-3}; r++)); do
-  configs=(one-step:0 pieces:)
-  ((r % 2 == 0)) && configs=(pieces: one-step:0)
-  for placement in "" -c; do
-    for c in "${configs[@]}"; do
-      CONCORD_HIERARCHICAL_PIECE_BYTES=${c#*:} \
-        hier_run "$out/${c%%:*}${placement:+-c}-$r.txt" 5 $placement
-    done
-  done
-done
+hier_rounds "${1:-3}" "$out" CONCORD_HIERARCHICAL_PIECE_BYTES one-step:0 pieces:
