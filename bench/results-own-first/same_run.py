@@ -5,8 +5,13 @@ the order before this change), for bench/RESULTS.md:
 Per size: concord-late's time over concord's per run and the median; MPI over concord
 and over concord-late (median, and the lowest run).
 """
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "results-rounds"))
+from table import per_run  # noqa: E402
 
 
 def read(path):
@@ -28,8 +33,7 @@ def main(folder, mpi, repeats):
         first = [r[(s, "mpi")] / r[(s, "concord:auto")] for r in runs]
         after = [r[(s, "mpi")] / r[(s, "concord-late")] for r in runs]
         label = f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
-        print(f"| {label} | " + " / ".join(f"{x:.2f}" for x in late) +
-              f" → {statistics.median(late):.2f} | {statistics.median(first):.2f} "
+        print(f"| {label} | {per_run(late, 2)} | {statistics.median(first):.2f} "
               f"({min(first):.2f}) | {statistics.median(after):.2f} ({min(after):.2f}) |")
 
 
