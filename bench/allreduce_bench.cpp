@@ -11,6 +11,7 @@
 
 #include <concord/allreduce.hpp>
 #include <concord/error.hpp>
+#include <concord/shared_buffer.hpp>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,7 @@ struct Impl {
   std::string algorithm;
   std::function<void(const void*, void*, std::size_t)> run;
   bool is_allreduce = true;  // false for the roofline: its output is a copy, not checked
+  bool on_shared = false;    // runs on buffers from the shared heap (allocate_shared)
 };
 
 // The memory roofline: the least traffic that produces an allreduce's output on a
@@ -134,7 +136,8 @@ Impl mpi_impl(const AllreduceOptions& o, const Communicator& comm) {
           }};
 }
 
-std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm) {
+std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm,
+                             const Communicator& shared_comm) {
   std::vector<Impl> impls;
   for (const std::string& name : o.impls) {
     if (name == "concord") {
@@ -154,13 +157,30 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
                allreduce(s, r, n, o.dtype, o.op, comm, {a});
              }});
       }
+    } else if (name == "concord-shared") {
+      // Its own communicator, so that the node's measured path choice
+      // (collectives/shared_path_choice.hpp) times its messages apart from concord's.
+      for (Algorithm a : o.algorithms) {
+        impls.push_back({name, std::string(to_string(a)),
+                         [&shared_comm, o, a](const void* s, void* r, std::size_t n) {
+                           allreduce(s, r, n, o.dtype, o.op, shared_comm, {a});
+                         },
+                         true, true});
+      }
     } else if (name == "roofline") {
       impls.push_back(roofline_impl(size_of(o.dtype)));
+    } else if (name == "roofline-shared") {
+      Impl impl = roofline_impl(size_of(o.dtype));
+      impl.name = name;
+      impl.on_shared = true;
+      impls.push_back(impl);
     } else if (name == "nccl") {
       throw std::invalid_argument("--impl nccl needs device buffers: add --device cuda");
     } else {
-      throw std::invalid_argument("--impl: unknown implementation '" + name +
-                                  "' (accepted: concord, concord-copy, mpi, roofline, nccl)");
+      throw std::invalid_argument(
+          "--impl: unknown implementation '" + name +
+          "' (accepted: concord, concord-copy, concord-shared, mpi, roofline, "
+          "roofline-shared, nccl)");
     }
   }
   return impls;
@@ -183,17 +203,38 @@ Buffer make_buffer(std::size_t bytes) {
   return b;
 }
 
+// A pair from the node's shared heap, for the impls that run on it.
+struct SharedPair {
+  SharedPair(std::size_t bytes, const Communicator& comm)
+      : send(allocate_shared(bytes, comm)), recv(allocate_shared(bytes, comm)) {
+    std::memset(send.data(), 0, bytes);  // first touch outside the timed region
+    std::memset(recv.data(), 0, bytes);
+  }
+  SharedBuffer send;
+  SharedBuffer recv;
+};
+
 // The message buffers every implementation runs on: host memory, or device
-// memory with host copies the validator works on, and the moves between them.
+// memory with host copies the validator works on, and the moves between them;
+// and, where `shared_comm` is given, a pair from its shared heap (host only).
 // Not movable: the moves point at its members.
 class MessageBuffers {
  public:
-  MessageBuffers(const AllreduceOptions& o, const Communicator& comm, std::size_t max_count)
+  MessageBuffers(const AllreduceOptions& o, const Communicator& comm, std::size_t max_count,
+                 const Communicator* shared_comm)
       : esize_(size_of(o.dtype)),
         host_send_(make_buffer(max_count * esize_)),
         host_recv_(make_buffer(max_count * esize_)),
         send_(host_send_.get()),
         recv_(host_recv_.get()) {
+    if (shared_comm != nullptr) {
+      shared_.emplace(max_count * esize_, *shared_comm);
+      if (comm.rank() == 0 && !shared_->send.shared()) {
+        fmt::print(stderr,
+                   "concord-bench: no shared heap here: *-shared impls run on ordinary "
+                   "memory\n");
+      }
+    }
 #if CONCORD_BENCH_NCCL
     if (o.device == Device::Cuda) {
       device_ = std::make_unique<DeviceBench>(comm);
@@ -212,17 +253,18 @@ class MessageBuffers {
   MessageBuffers(const MessageBuffers&) = delete;
   MessageBuffers& operator=(const MessageBuffers&) = delete;
 
-  std::byte* send() const {
-    return send_;
+  // `shared`: the pair from the shared heap instead.
+  std::byte* send(bool shared = false) const {
+    return shared ? static_cast<std::byte*>(shared_->send.data()) : send_;
   }
-  std::byte* recv() const {
-    return recv_;
+  std::byte* recv(bool shared = false) const {
+    return shared ? static_cast<std::byte*>(shared_->recv.data()) : recv_;
   }
-  std::byte* host_send() const {
-    return host_send_.get();
+  std::byte* host_send(bool shared = false) const {
+    return shared ? send(true) : host_send_.get();
   }
-  const std::byte* host_recv() const {
-    return host_recv_.get();
+  const std::byte* host_recv(bool shared = false) const {
+    return shared ? recv(true) : host_recv_.get();
   }
 #if CONCORD_BENCH_NCCL
   DeviceBench* device() const {
@@ -247,7 +289,11 @@ class MessageBuffers {
 #endif
   }
   // A result that is never written shows as wrong: recv starts as 0xff bytes.
-  void poison_recv(std::size_t n) {
+  void poison_recv(std::size_t n, bool shared = false) {
+    if (shared) {
+      std::memset(recv(true), 0xff, n * esize_);
+      return;
+    }
 #if CONCORD_BENCH_NCCL
     if (device_) {
       std::memset(host_recv_.get(), 0xff, n * esize_);
@@ -264,21 +310,34 @@ class MessageBuffers {
   Buffer host_recv_;
   std::byte* send_;
   std::byte* recv_;
+  std::optional<SharedPair> shared_;
 #if CONCORD_BENCH_NCCL
   std::unique_ptr<DeviceBench> device_;
 #endif
 };
+
+bool wants_shared(const AllreduceOptions& o) {
+  return std::any_of(o.impls.begin(), o.impls.end(),
+                     [](const std::string& name) { return name.ends_with("-shared"); });
+}
 
 // One run of the benchmark: the buffers, the implementations and the validator,
 // set up once; measure() times every implementation at one size.
 class AllreduceRun {
  public:
   AllreduceRun(const AllreduceOptions& o, const Communicator& comm)
-      : o_(o), comm_(comm), world_(comm.mpi_comm()), buffers_(o, comm, o.max_bytes / esize()) {
+      : o_(o),
+        comm_(comm),
+        world_(comm.mpi_comm()),
+        shared_comm_(comm.mpi_comm()),
+        buffers_(o, comm, o.max_bytes / esize(), wants_shared(o) ? &shared_comm_ : nullptr) {
+    if (wants_shared(o) && o.device != Device::Cpu) {
+      throw std::invalid_argument("--impl concord-shared and roofline-shared are host only");
+    }
 #if CONCORD_BENCH_NCCL
     if (o.device == Device::Cuda) impls_ = make_device_impls(o, comm, *buffers_.device());
 #endif
-    if (o.device == Device::Cpu) impls_ = make_impls(o, comm);
+    if (o.device == Device::Cpu) impls_ = make_impls(o, comm, shared_comm_);
     const std::size_t max_count = o.max_bytes / esize();
     if (o.validate) {
       validator_.emplace(o, comm.rank(), comm.size(), max_count);
@@ -286,6 +345,9 @@ class AllreduceRun {
       // Any finite input: take the validation pattern's first values.
       Validator(o, comm.rank(), 1, max_count).fill(buffers_.host_send(), max_count);
       buffers_.upload_send(max_count);
+      if (wants_shared(o)) {
+        Validator(o, comm.rank(), 1, max_count).fill(buffers_.host_send(true), max_count);
+      }
     }
     for (const Impl& impl : impls_) labels_.push_back(impl.name + ":" + impl.algorithm);
   }
@@ -311,6 +373,7 @@ class AllreduceRun {
   const AllreduceOptions& o_;
   const Communicator& comm_;
   MPI_Comm world_;
+  const Communicator shared_comm_;  // concord-shared's (a duplicate of comm_'s)
   MessageBuffers buffers_;
   std::vector<Impl> impls_;
   std::optional<Validator> validator_;
@@ -322,14 +385,16 @@ class AllreduceRun {
 // and after the timed rounds, so that checking never changes what is timed: the
 // timed loop is the same with or without -c.
 void AllreduceRun::checked_call(std::size_t which, std::size_t count) {
-  if (!impls_[which].is_allreduce) return;
-  validator_->fill(buffers_.host_send(), count);
-  buffers_.upload_send(count);
-  buffers_.poison_recv(count);
+  const Impl& impl = impls_[which];
+  if (!impl.is_allreduce) return;
+  const bool shared = impl.on_shared;
+  validator_->fill(buffers_.host_send(shared), count);
+  if (!shared) buffers_.upload_send(count);
+  buffers_.poison_recv(count, shared);
   MPI_Barrier(world_);
-  impls_[which].run(buffers_.send(), buffers_.recv(), count);
-  buffers_.download_recv(count);
-  if (!validator_->check(buffers_.host_recv(), count)) valid_[which] = 0;
+  impl.run(buffers_.send(shared), buffers_.recv(shared), count);
+  if (!shared) buffers_.download_recv(count);
+  if (!validator_->check(buffers_.host_recv(shared), count)) valid_[which] = 0;
 }
 
 // kRounds barrier-aligned rounds, the implementations' order alternating from
@@ -345,7 +410,9 @@ std::vector<double> AllreduceRun::timed_rounds(std::size_t count, int iterations
       MPI_Barrier(world_);
       phases.begin();
       const double t0 = MPI_Wtime();
-      for (int i = 0; i < round_iters; ++i) impl.run(buffers_.send(), buffers_.recv(), count);
+      std::byte* send = buffers_.send(impl.on_shared);
+      std::byte* recv = buffers_.recv(impl.on_shared);
+      for (int i = 0; i < round_iters; ++i) impl.run(send, recv, count);
       seconds[which] += MPI_Wtime() - t0;
       phases.end(which);
     }
@@ -390,7 +457,10 @@ std::vector<Measurement> AllreduceRun::measure(std::size_t bytes, ShmPhaseSample
   valid_.assign(impls_.size(), 1);
   for (std::size_t k = 0; k < impls_.size(); ++k) {
     if (validator_) checked_call(k, count);
-    for (int i = 0; i < warmup; ++i) impls_[k].run(buffers_.send(), buffers_.recv(), count);
+    const bool shared = impls_[k].on_shared;
+    for (int i = 0; i < warmup; ++i) {
+      impls_[k].run(buffers_.send(shared), buffers_.recv(shared), count);
+    }
   }
   const std::vector<double> seconds = timed_rounds(count, iterations, phases);
   // Checked again after the timed calls: state they left behind (caches,

@@ -20,7 +20,7 @@ constexpr int kSizeWidth = 10;
 constexpr int kFieldWidth = 18;
 
 std::string label(const Measurement& m) {
-  return m.impl == "concord" || m.impl == "concord-copy" ? m.impl + ":" + m.algorithm : m.impl;
+  return m.impl.starts_with("concord") ? m.impl + ":" + m.algorithm : m.impl;
 }
 
 // The Impl column is as wide as the longest label, so the ratio column after it

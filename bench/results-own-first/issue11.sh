@@ -4,6 +4,7 @@
 # MPICH (MPICH_BUILD) and one against Open MPI (OMPI_BUILD: concord built against it,
 # -DMPI_C_COMPILER=mpicc.openmpi):
 #   bench/results-own-first/issue11.sh REPEATS MPICH_BUILD OMPI_BUILD [OUTDIR]
+# IMPLS (default concord,mpi,roofline) and SIZES (default 4:67108864) change what runs.
 #   python3 bench/results-rounds/table.py MPICH OUTDIR/mpich-{1,2,3}.txt
 #   python3 bench/results-rounds/table.py "Open MPI" OUTDIR/ompi-{1,2,3}.txt
 set -euo pipefail
@@ -13,7 +14,7 @@ mpich=${2:?MPICH_BUILD}
 ompi=${3:?OMPI_BUILD}
 out=${4:-$here/issue11}
 mkdir -p "$out"
-args=(allreduce --impl concord,mpi,roofline -m 4:67108864)
+args=(allreduce --impl "${IMPLS:-concord,mpi,roofline}" -m "${SIZES:-4:67108864}")
 for ((r = 1; r <= repeats; r++)); do
   { uptime; mpiexec.mpich -n 2 -bind-to core "$mpich/concord-bench" "${args[@]}"; uptime; } \
     >"$out/mpich-$r.txt" 2>&1

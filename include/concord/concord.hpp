@@ -5,5 +5,6 @@
 #include <concord/communicator.hpp>
 #include <concord/engine.hpp>
 #include <concord/error.hpp>
+#include <concord/shared_buffer.hpp>
 #include <concord/types.hpp>
 #include <concord/version.hpp>

@@ -59,7 +59,8 @@ SharedArena* node_arena(const CommunicatorState& state) {
   std::string failure;
   if (cfg.shm && topo.local_size > 1) {
     try {
-      arena = ShmArena::create(topo.local.get(), cfg.shm_region_bytes, state.rank);
+      arena =
+          ShmArena::create(topo.local.get(), cfg.shm_region_bytes, cfg.shm_heap_bytes, state.rank);
     } catch (const Error& e) {
       failure = e.what();
     }

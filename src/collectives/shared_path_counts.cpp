@@ -11,6 +11,8 @@ namespace {
 // Process-wide, not per thread: the engine runs collectives on its own thread.
 std::array<std::atomic<std::uint64_t>, 2> path_counts{};
 
+std::array<std::atomic<std::uint64_t>, 2> read_counts{};
+
 std::atomic<std::uint64_t>& slot(ShmPath path) {
   return path_counts[static_cast<std::size_t>(path)];
 }
@@ -23,6 +25,14 @@ void count_shm_path(ShmPath path) {
 
 std::uint64_t shm_path_count(ShmPath path) {
   return slot(path).load(std::memory_order_relaxed);
+}
+
+void count_peer_read(PeerRead read) {
+  read_counts[static_cast<std::size_t>(read)].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t peer_read_count(PeerRead read) {
+  return read_counts[static_cast<std::size_t>(read)].load(std::memory_order_relaxed);
 }
 
 }  // namespace concord::detail

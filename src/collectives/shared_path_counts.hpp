@@ -17,4 +17,15 @@ enum class ShmPath {
 void count_shm_path(ShmPath path);
 std::uint64_t shm_path_count(ShmPath path);
 
+// How single-copy rounds read a peer's buffer: where it lies (the peer's shared
+// heap, SharedArena::peer_view) or copied out of its process (read_peer).
+enum class PeerRead {
+  InPlace,
+  Copied,
+};
+
+// One relaxed atomic increment per read (a peer's part of a round).
+void count_peer_read(PeerRead read);
+std::uint64_t peer_read_count(PeerRead read);
+
 }  // namespace concord::detail

@@ -1,5 +1,6 @@
 #include "collectives/shared_rounds.hpp"
 
+#include "collectives/shared_path_counts.hpp"
 #include "collectives/shared_phases.hpp"
 
 #include <algorithm>
@@ -127,14 +128,22 @@ void SharedRounds::reduce_own_piece(std::uint64_t round, const MessageView& src,
                    });
 }
 
+void SharedRounds::copy_result(std::byte* to, const std::byte* from, std::size_t bytes) const {
+  if (stream_output_) {
+    ctx_.exec->copy_streaming(to, from, bytes);
+  } else {
+    ctx_.exec->copy(to, from, bytes);
+  }
+}
+
 void SharedRounds::copy_out(const std::byte* from, const Piece& piece,
                             const MessageView& dst) const {
   const std::size_t esize = ctx_.elem_size;
   dst.for_each_run(piece.offset, piece.count,
                    [&](std::byte* p, std::size_t off, std::size_t n, double factor) {
                      // (A scaled result is read again at once: keep it cached.)
-                     if (stream_output_ && factor == 1.0) {
-                       ctx_.exec->copy_streaming(p, from + off * esize, n * esize);
+                     if (factor == 1.0) {
+                       copy_result(p, from + off * esize, n * esize);
                      } else {
                        ctx_.exec->copy(p, from + off * esize, n * esize);
                      }
@@ -261,16 +270,25 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
   const std::size_t bytes = piece.count * ctx_.elem_size;
   const std::size_t at = piece.offset * ctx_.elem_size;
   const auto ranks = static_cast<std::size_t>(size_);
-  // One bounce slot per peer, (p-1)/p of a round in all (shm_single_copy_round_bytes):
-  // it should stay in cache between the read and the reduction.
-  std::byte* bounce = ctx_.exec->scratch(bytes * (ranks - 1));
+  // A peer's input in its shared heap is read where it lies; any other is read
+  // into a bounce slot, (p-1)/p of a round in all (shm_single_copy_round_bytes),
+  // which should stay in cache between the read and the reduction.
+  std::byte* bounce = nullptr;
   SourceList sources(ranks);
   std::size_t k = 0;
   sources[k++] = src + at;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == me) continue;
+    const std::byte* theirs = addresses_of(arena_, peer, round).src + at;
+    if (const std::byte* view = arena_.peer_view(peer, theirs, bytes)) {
+      count_peer_read(PeerRead::InPlace);
+      sources[k++] = view;
+      continue;
+    }
+    if (bounce == nullptr) bounce = ctx_.exec->scratch(bytes * (ranks - 1));
     std::byte* slot = bounce + (k - 1) * bytes;
-    arena_.read_peer(peer, slot, addresses_of(arena_, peer, round).src + at, bytes);
+    arena_.read_peer(peer, slot, theirs, bytes);
+    count_peer_read(PeerRead::Copied);
     sources[k++] = slot;
   }
   ctx_.exec->reduce_many(dst + at, sources.data(), k, piece.count);
@@ -296,10 +314,17 @@ void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
   clock.lap(ShmPhase::WaitReduced);
   for (std::size_t j = 0; j < pieces.size(); ++j) {
     if (j == me || pieces[j].count == 0) continue;
+    const auto owner = static_cast<int>(j);
     const std::size_t at = pieces[j].offset * ctx_.elem_size;
-    arena_.read_peer(static_cast<int>(j), dst + at,
-                     addresses_of(arena_, static_cast<int>(j), round).dst + at,
-                     pieces[j].count * ctx_.elem_size);
+    const std::size_t bytes = pieces[j].count * ctx_.elem_size;
+    const std::byte* theirs = addresses_of(arena_, owner, round).dst + at;
+    if (const std::byte* view = arena_.peer_view(owner, theirs, bytes)) {
+      copy_result(dst + at, view, bytes);
+      count_peer_read(PeerRead::InPlace);
+    } else {
+      arena_.read_peer(owner, dst + at, theirs, bytes);
+      count_peer_read(PeerRead::Copied);
+    }
   }
   publish(counter(round, Step::Done));
   clock.lap(ShmPhase::CopyOut);

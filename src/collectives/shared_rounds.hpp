@@ -59,7 +59,8 @@ class SharedRounds {
   // src and dst; the owner of a piece reads the peers' parts of it straight out
   // of their src into a bounce buffer and reduces into its own dst; then every
   // rank reads the other pieces straight out of their owners' dst. Nothing is
-  // copied into the arena. Peers read the caller's buffers until their Done:
+  // copied into the arena. Buffers in a peer's shared heap (arena.peer_view)
+  // are read in place instead, without a copy. Peers read the caller's buffers until their Done:
   // call finish_single_copy() before returning to the user.
   void allreduce_single_copy(const std::byte* src, std::byte* dst,
                              const std::vector<Piece>& pieces);
@@ -77,6 +78,8 @@ class SharedRounds {
   // region into out (contiguous, may be src's own memory).
   void reduce_own_piece(std::uint64_t round, const MessageView& src, std::byte* out,
                         const std::vector<Piece>& pieces);
+  // An unscaled result into the output: streamed where stream_output() says.
+  void copy_result(std::byte* to, const std::byte* from, std::size_t bytes) const;
   // Copies [piece.offset, +count) from `from` into dst, scaling as dst says.
   void copy_out(const std::byte* from, const Piece& piece, const MessageView& dst) const;
   std::size_t region_offset(const std::vector<Piece>& pieces, std::size_t piece) const;

@@ -120,6 +120,9 @@ Config parse_config(const EnvLookup& lookup) {
     config.shm_single_copy_bytes = parse_unsigned("CONCORD_SHM_SINGLE_COPY_BYTES", *v, 0,
                                                   std::numeric_limits<std::size_t>::max());
   }
+  if (auto v = lookup("CONCORD_SHM_HEAP_BYTES"); v && !v->empty()) {
+    config.shm_heap_bytes = parse_unsigned("CONCORD_SHM_HEAP_BYTES", *v, 0, 1ull << 40);
+  }
   if (auto v = lookup("CONCORD_SHM_CMA"); v && !v->empty())
     config.shm_cma = parse_bool("CONCORD_SHM_CMA", *v);
   if (auto v = lookup("CONCORD_SHM_PATH_CHOICE"); v && !v->empty()) {

@@ -57,6 +57,10 @@ struct Config {
   // CONCORD_SHM_CMA=0: no single-copy reads (process_vm_readv) between the
   // ranks of a node; large shared-memory messages are copied through the segment.
   bool shm_cma = true;
+  // CONCORD_SHM_HEAP_BYTES: each rank's shared heap, from which
+  // Communicator::allocate_shared hands out buffers its node's peers read in
+  // place. Address space only until buffers are allocated; 0: no heap.
+  std::size_t shm_heap_bytes = std::size_t{512} << 20;
   // CONCORD_SHM_PATH_CHOICE: `measure` (the default) times single-copy and
   // copied rounds per size class from shm_single_copy_bytes on and keeps the
   // faster; `threshold`: single copy for every message from there.

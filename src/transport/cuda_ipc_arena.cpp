@@ -32,7 +32,7 @@ std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, std::size_t r
                                                    int world_rank, std::string* why) {
   std::unique_ptr<CudaIpcArena> arena(new CudaIpcArena());
   // The counters first: a ShmArena throws on every rank of `local` alike.
-  arena->counters_ = ShmArena::create(local, 64, world_rank);
+  arena->counters_ = ShmArena::create(local, 64, 0, world_rank);  // counters only: no heap
   const int me = arena->counters_->rank();
   const int ranks = arena->counters_->size();
   arena->region_bytes_ = region_bytes;

@@ -55,6 +55,22 @@ class SharedArena {
                          std::size_t /*bytes*/) const {
     throw Error(ErrorCode::Internal, -1, "read_peer on an arena without single-copy reads");
   }
+
+  // The shared heap: memory a rank hands out as buffers (heap_allocate) that
+  // its peers read where it lies, through their own mapping of it. Null where
+  // this arena has none; throws Error where the heap has no free range that
+  // large (InvalidArgument) or the memory cannot be reserved (SystemError).
+  virtual std::byte* heap_allocate(std::size_t /*bytes*/) { return nullptr; }
+  // Gives back a buffer heap_allocate returned; false where `p` is not one
+  // (or was given back already).
+  virtual bool heap_free(void* /*p*/) noexcept { return false; }
+  // Where [from, from + bytes), addresses in `peer`'s own memory (a buffer
+  // whose address the peer published), lie in the peer's heap: the same bytes
+  // as this rank maps them, to read in place. Null otherwise.
+  virtual const std::byte* peer_view(int /*peer*/, const void* /*from*/,
+                                     std::size_t /*bytes*/) const {
+    return nullptr;
+  }
 };
 
 }  // namespace concord::detail

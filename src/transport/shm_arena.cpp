@@ -43,14 +43,15 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) {
 constexpr std::size_t kHeaderBytes = round_up(kCounterBytes + SharedArena::kBoardBytes, kPage);
 static_assert(kHeaderBytes % kAlign == 0);
 
-std::size_t segment_bytes(std::size_t region_bytes, int ranks) {
-  return (kHeaderBytes + SharedArena::kRegions * region_bytes) * static_cast<std::size_t>(ranks);
-}
+// The heaps start on a 2 MiB boundary of the segment and are multiples of it,
+// where huge pages could back them.
+constexpr std::size_t kHeapAlign = 2u << 20;
 
 // What local rank 0 tells the others about the segment it created.
 struct SetupMessage {
-  std::uint64_t region_bytes = 0;  // local rank 0's choice is everyone's
-  int error = 0;                   // errno of the failed call on rank 0, 0 on success
+  std::uint64_t region_bytes = 0;  // local rank 0's choices are everyone's
+  std::uint64_t heap_bytes = 0;
+  int error = 0;  // errno of the failed call on rank 0, 0 on success
   char call[32] = {};
   char name[64] = {};
 };
@@ -63,7 +64,16 @@ class Fd {
   }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = other.release();
+    }
+    return *this;
+  }
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
@@ -97,9 +107,31 @@ void set_call(SetupMessage& m, const char* call, int error) {
   std::snprintf(m.call, sizeof m.call, "%s", call);
 }
 
-// Local rank 0: a fresh segment of `bytes`, reserved in full so that running out
-// of /dev/shm is an error here rather than a SIGBUS on first touch later.
-void create_segment(SetupMessage& m, std::size_t bytes, Mapping& mapping) {
+}  // namespace
+
+// Where everything lies in the segment: every rank's slot, then every rank's heap.
+struct ShmArena::Layout {
+  Layout(std::size_t region, std::size_t heap, int ranks)
+      : region_bytes(region),
+        heap_bytes(round_up(heap, kHeapAlign)),
+        slot_bytes(kHeaderBytes + kRegions * region),
+        heaps_at(heap_bytes == 0
+                     ? slot_bytes * static_cast<std::size_t>(ranks)
+                     : round_up(slot_bytes * static_cast<std::size_t>(ranks), kHeapAlign)),
+        total(heaps_at + heap_bytes * static_cast<std::size_t>(ranks)) {}
+  std::size_t region_bytes;
+  std::size_t heap_bytes;
+  std::size_t slot_bytes;
+  std::size_t heaps_at;
+  std::size_t total;
+};
+
+namespace {
+
+// Local rank 0: a fresh segment. The slots are reserved in full so that running
+// out of /dev/shm is an error here rather than a SIGBUS on first touch later;
+// the heaps only as they are handed out (ShmArena::heap_allocate).
+Fd create_segment(SetupMessage& m, std::size_t slots_bytes, std::size_t bytes, Mapping& mapping) {
   static std::atomic<unsigned> counter{0};
   for (int attempt = 0; attempt < 64; ++attempt) {
     std::snprintf(m.name, sizeof m.name, "/concord-%d-%u", static_cast<int>(::getpid()),
@@ -107,26 +139,36 @@ void create_segment(SetupMessage& m, std::size_t bytes, Mapping& mapping) {
     Fd fd(::shm_open(m.name, O_CREAT | O_EXCL | O_RDWR, 0600));
     if (fd.get() < 0) {
       if (errno == EEXIST) continue;
-      return set_call(m, "shm_open", errno);
+      set_call(m, "shm_open", errno);
+      return Fd(-1);
     }
-    if (int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes)); rc != 0) {
+    const char* failed = nullptr;
+    int error = 0;
+    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+      failed = "ftruncate";
+      error = errno;
+    } else if (int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(slots_bytes)); rc != 0) {
+      failed = "posix_fallocate";
+      error = rc;
+    } else if (!mapping.map(fd.get(), bytes)) {
+      failed = "mmap";
+      error = errno;
+    }
+    if (failed != nullptr) {
       ::shm_unlink(m.name);
-      return set_call(m, "posix_fallocate", rc);
+      set_call(m, failed, error);
+      return Fd(-1);
     }
-    if (!mapping.map(fd.get(), bytes)) {
-      int error = errno;
-      ::shm_unlink(m.name);
-      return set_call(m, "mmap", error);
-    }
-    return;
+    return fd;
   }
   set_call(m, "shm_open", EEXIST);
+  return Fd(-1);
 }
 
 }  // namespace
 
 std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_bytes,
-                                           int world_rank) {
+                                           std::size_t heap_bytes, int world_rank) {
   int rank = 0;
   int size = 1;
   check_mpi(MPI_Comm_rank(local, &rank), "MPI_Comm_rank", world_rank);
@@ -136,17 +178,20 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
 
   SetupMessage message;
   message.region_bytes = region_bytes;
+  message.heap_bytes = heap_bytes;
   Mapping mapping;
+  Fd fd(-1);
   if (rank == 0) {
-    create_segment(message, segment_bytes(region_bytes, size), mapping);
+    const Layout planned(region_bytes, heap_bytes, size);
+    fd = create_segment(message, planned.heaps_at, planned.total, mapping);
   }
   const int bcast_rc = MPI_Bcast(&message, sizeof message, MPI_BYTE, 0, local);
   if (bcast_rc != MPI_SUCCESS && rank == 0 && message.error == 0) {
     ::shm_unlink(message.name);  // nobody will map it: leave nothing in /dev/shm
   }
   check_mpi(bcast_rc, "MPI_Bcast", world_rank);
-  region_bytes = message.region_bytes;
-  const std::size_t total = segment_bytes(region_bytes, size);
+  const Layout layout(message.region_bytes, message.heap_bytes, size);
+  const std::size_t total = layout.total;
   if (message.error != 0) {
     throw Error(ErrorCode::SystemError, world_rank,
                 fmt::format("shared-memory transport: {} of {} ({} bytes) failed on local rank 0: "
@@ -158,7 +203,7 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
   int error = 0;
   const char* failed_call = "";
   if (rank != 0) {
-    Fd fd(::shm_open(message.name, O_RDWR, 0));
+    fd = Fd(::shm_open(message.name, O_RDWR, 0));
     if (fd.get() < 0) {
       error = errno;
       failed_call = "shm_open";
@@ -185,20 +230,27 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
                                          message.name));
   }
   return std::unique_ptr<ShmArena>(
-      new ShmArena(mapping.release(), total, rank, size, region_bytes));
+      new ShmArena(mapping.release(), fd.release(), layout, rank, size));
 }
 
-ShmArena::ShmArena(std::byte* base, std::size_t mapped_bytes, int rank, int size,
-                   std::size_t region_bytes)
+ShmArena::ShmArena(std::byte* base, int fd, const Layout& layout, int rank, int size)
     : base_(base),
-      mapped_bytes_(mapped_bytes),
+      mapped_bytes_(layout.total),
+      fd_(fd),
       rank_(rank),
       size_(size),
-      region_bytes_(region_bytes),
-      slot_bytes_(kHeaderBytes + kRegions * region_bytes) {}
+      region_bytes_(layout.region_bytes),
+      slot_bytes_(layout.slot_bytes),
+      heaps_at_(layout.heaps_at),
+      heap_bytes_(layout.heap_bytes),
+      heap_ranges_(layout.heap_bytes) {
+  // Read by peers only after a counter value this rank publishes later.
+  identity(rank_)->heap_address = reinterpret_cast<std::uint64_t>(heap(rank_));
+}
 
 ShmArena::~ShmArena() {
   ::munmap(base_, mapped_bytes_);
+  ::close(fd_);
 }
 
 std::byte* ShmArena::region(int owner, int index) const {
@@ -224,7 +276,8 @@ std::string ShmArena::probe_peer_reads(MPI_Comm local) {
   const pid_t self = ::getpid();
   std::string failure = allow_peer_reads();
   probe_ = kProbe ^ static_cast<std::uint64_t>(self);
-  *identity(rank_) = {self, reinterpret_cast<std::uint64_t>(&probe_)};
+  identity(rank_)->pid = self;
+  identity(rank_)->probe_address = reinterpret_cast<std::uint64_t>(&probe_);
   // Everyone's identity and ptracer permission are in place before anyone reads.
   check_mpi(MPI_Barrier(local), "MPI_Barrier", rank_);
   for (int peer = 0; peer < size_ && failure.empty(); ++peer) {
@@ -253,6 +306,62 @@ void ShmArena::read_peer(int peer, void* to, const void* from, std::size_t bytes
                             "{} (set CONCORD_SHM_CMA=0 to copy through shared memory)",
                             bytes, peer, std::strerror(error)));
   }
+}
+
+std::byte* ShmArena::heap(int owner) const {
+  return base_ + heaps_at_ + static_cast<std::size_t>(owner) * heap_bytes_;
+}
+
+std::byte* ShmArena::heap_allocate(std::size_t bytes) {
+  if (heap_bytes_ == 0) return nullptr;
+  const std::lock_guard lock(heap_mutex_);
+  const auto offset = heap_ranges_.take(bytes);
+  if (!offset) {
+    throw Error(ErrorCode::InvalidArgument, -1,
+                fmt::format("shared heap: no free range of {} bytes in this rank's heap ({} of "
+                            "{} bytes free, the largest range {}); CONCORD_SHM_HEAP_BYTES sets "
+                            "its size",
+                            bytes, heap_ranges_.free_bytes(), heap_ranges_.capacity(),
+                            heap_ranges_.largest_free()));
+  }
+  const std::size_t reserved = HeapRanges::rounded(bytes);
+  const auto at =
+      static_cast<off_t>(heaps_at_ + static_cast<std::size_t>(rank_) * heap_bytes_ + *offset);
+  // Reserved now, so that a full /dev/shm is this error and not a SIGBUS on first touch.
+  if (int rc = ::posix_fallocate(fd_, at, static_cast<off_t>(reserved)); rc != 0) {
+    heap_ranges_.give_back(*offset);
+    throw Error(ErrorCode::SystemError, -1,
+                fmt::format("shared heap: posix_fallocate of {} bytes in the node's /dev/shm "
+                            "segment failed: {}",
+                            reserved, std::strerror(rc)));
+  }
+  return heap(rank_) + *offset;
+}
+
+bool ShmArena::heap_free(void* p) noexcept {
+  auto* at = static_cast<std::byte*>(p);
+  std::byte* mine = heap(rank_);
+  if (heap_bytes_ == 0 || at < mine || at >= mine + heap_bytes_) return false;
+  const auto offset = static_cast<std::size_t>(at - mine);
+  const std::lock_guard lock(heap_mutex_);
+  const auto bytes = heap_ranges_.give_back(offset);
+  if (!bytes) return false;
+  // The pages go back to the system; the address range stays this rank's heap.
+  ::fallocate(
+      fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+      static_cast<off_t>(heaps_at_ + static_cast<std::size_t>(rank_) * heap_bytes_ + offset),
+      static_cast<off_t>(*bytes));
+  return true;
+}
+
+const std::byte* ShmArena::peer_view(int peer, const void* from, std::size_t bytes) const {
+  if (heap_bytes_ == 0) return nullptr;
+  const auto start = reinterpret_cast<std::uint64_t>(from);
+  const std::uint64_t theirs = identity(peer)->heap_address;
+  if (start < theirs) return nullptr;
+  const std::uint64_t offset = start - theirs;
+  if (offset > heap_bytes_ || bytes > heap_bytes_ - offset) return nullptr;
+  return heap(peer) + offset;
 }
 
 void ShmArena::publish(std::uint64_t value) {

@@ -1,6 +1,7 @@
 // A SharedArena over one POSIX shared-memory segment per node and communicator.
 #pragma once
 
+#include "transport/heap_ranges.hpp"
 #include "transport/shared_arena.hpp"
 
 #include <mpi.h>
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace concord::detail {
@@ -19,8 +21,11 @@ class ShmArena final : public SharedArena {
   // segment, the others map it, and it is unlinked as soon as all have, so no
   // /dev/shm entry outlives the set-up, whatever happens to the processes later.
   // Throws Error(SystemError) on every rank of `local` if any rank fails.
-  // `world_rank` only labels error messages.
-  static std::unique_ptr<ShmArena> create(MPI_Comm local, std::size_t region_bytes, int world_rank);
+  // `heap_bytes`: each rank's shared heap (0: none), address space only until
+  // heap_allocate() reserves part of it. Local rank 0's region and heap sizes
+  // are everyone's. `world_rank` only labels error messages.
+  static std::unique_ptr<ShmArena> create(MPI_Comm local, std::size_t region_bytes,
+                                          std::size_t heap_bytes, int world_rank);
 
   ~ShmArena() override;
   ShmArena(const ShmArena&) = delete;
@@ -48,25 +53,40 @@ class ShmArena final : public SharedArena {
   bool can_read_peer() const override { return peer_reads_; }
   void read_peer(int peer, void* to, const void* from, std::size_t bytes) const override;
 
+  std::byte* heap_allocate(std::size_t bytes) override;
+  bool heap_free(void* p) noexcept override;
+  const std::byte* peer_view(int peer, const void* from, std::size_t bytes) const override;
+  std::size_t heap_bytes() const { return heap_bytes_; }
+
  private:
-  ShmArena(std::byte* base, std::size_t mapped_bytes, int rank, int size, std::size_t region_bytes);
+  struct Layout;
+  ShmArena(std::byte* base, int fd, const Layout& layout, int rank, int size);
   std::uint64_t* counter(int owner) const;
   // Beside the counter, on its second line: the owner's pid and the address of
-  // its probe word, for probe_peer_reads and read_peer.
+  // its probe word, for probe_peer_reads and read_peer, and where its heap
+  // lies in its own address space, for peer_view.
   struct PeerIdentity {
     std::int64_t pid;
     std::uint64_t probe_address;
+    std::uint64_t heap_address;
   };
   PeerIdentity* identity(int owner) const;
+  // `owner`'s heap as this rank maps it.
+  std::byte* heap(int owner) const;
 
   std::byte* base_;
   std::size_t mapped_bytes_;
+  int fd_;  // kept open: heap_allocate reserves the heap's pages through it
   int rank_;
   int size_;
   std::size_t region_bytes_;
   std::size_t slot_bytes_;
+  std::size_t heaps_at_;  // offset of rank 0's heap in the segment
+  std::size_t heap_bytes_;
   bool peer_reads_ = false;
   std::uint64_t probe_ = 0;  // read by peers in probe_peer_reads
+  std::mutex heap_mutex_;    // the heap is handed out from any thread
+  HeapRanges heap_ranges_;
 };
 
 }  // namespace concord::detail

@@ -2,6 +2,7 @@
 # /dev/shm segment of concord's is left behind, nor existed while it ran.
 # Arguments: -DMPIEXEC= -DMPIEXEC_FLAGS= (space-separated) -DPROGRAM= -DRANKS=
 #            -DSINGLE_COPY=ON|OFF: whether rank 0's message must have taken single-copy reads
+#            -DIN_PLACE=ON: and read its peers' (shared) buffers in place
 separate_arguments(mpiexec_flags UNIX_COMMAND "${MPIEXEC_FLAGS}")
 execute_process(COMMAND timeout 120 ${MPIEXEC} ${mpiexec_flags} -n ${RANKS} ${PROGRAM}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
@@ -34,6 +35,13 @@ elseif(SINGLE_COPY AND single_copy_messages EQUAL 0)
   message(FATAL_ERROR "the message should have taken single-copy reads (CMA on)\n${err}")
 elseif(NOT SINGLE_COPY AND NOT single_copy_messages EQUAL 0)
   message(FATAL_ERROR "the message took single-copy reads with CONCORD_SHM_CMA=0")
+endif()
+# IN_PLACE=ON (the job's buffers from allocate_shared): rank 0 read its peers
+# where they lie, unless the host refuses single copy altogether.
+if(IN_PLACE AND NOT out MATCHES "host-allows-cma=0")
+  if(NOT out MATCHES "in-place-reads=([1-9][0-9]*)")
+    message(FATAL_ERROR "rank 0 read no peer's shared buffer in place\n${err}")
+  endif()
 endif()
 file(GLOB leftovers /dev/shm/concord-${pid}-*)
 if(leftovers)

@@ -5,7 +5,10 @@
 // makes every message take many tiny rounds on many ranks). CONCORD_TEST_SHM_PATH
 // =single_copy|copy: the run's large shared-memory messages must have taken that
 // path (the library's path counters say), so a configuration meant to cover it
-// fails when it silently takes another.
+// fails when it silently takes another. CONCORD_TEST_BUFFERS=shared: every
+// message's buffers come from allocate_shared; shared_even: on the even ranks
+// only (the odd ones use ordinary memory), so single copy reads some peers in
+// place and copies from others; with single_copy the counters must show both.
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>
@@ -14,6 +17,7 @@
 #include "mpi/cma_probe.hpp"
 #include "mpi/test_support.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -53,7 +57,69 @@ std::vector<std::size_t> counts_for(int ranks) {
   return counts;
 }
 
-void check_shm_path_taken() {
+enum class Buffers { Ordinary, Shared, SharedEven };
+
+Buffers buffers_wanted() {
+  const char* env = std::getenv("CONCORD_TEST_BUFFERS");
+  if (env == nullptr || *env == '\0') return Buffers::Ordinary;
+  const std::string_view want(env);
+  if (want == "shared") return Buffers::Shared;
+  if (want == "shared_even") return Buffers::SharedEven;
+  FAIL("CONCORD_TEST_BUFFERS must be shared or shared_even, not '" << want << "'");
+  return Buffers::Ordinary;
+}
+
+bool uses_shared(Buffers buffers, int rank) {
+  return buffers == Buffers::Shared || (buffers == Buffers::SharedEven && rank % 2 == 0);
+}
+
+// A message buffer in ordinary memory, or from the node's shared heap. Every
+// rank allocates from the heap (the call is collective) and uses it or not.
+class MessageBuffer {
+ public:
+  MessageBuffer(const std::vector<std::byte>& contents, bool use_shared, const Communicator& comm)
+      : shared_(allocate_shared(contents.size(), comm)), use_shared_(use_shared) {
+    if (use_shared_) {
+      if (!contents.empty()) std::memcpy(shared_.data(), contents.data(), contents.size());
+    } else {
+      plain_ = contents;
+    }
+  }
+  std::byte* data() {
+    return use_shared_ ? static_cast<std::byte*>(shared_.data()) : plain_.data();
+  }
+  std::vector<std::byte> contents() const {
+    if (!use_shared_) return plain_;
+    const auto* p = static_cast<const std::byte*>(shared_.data());
+    return std::vector<std::byte>(p, p + shared_.size());
+  }
+
+ private:
+  SharedBuffer shared_;
+  bool use_shared_;
+  std::vector<std::byte> plain_;
+};
+
+// With CONCORD_TEST_BUFFERS: single copy read every peer's buffer where it
+// lies if the peer's was shared, and copied it out of the peer otherwise.
+void check_peer_reads(Buffers buffers, int rank, int ranks) {
+  using concord::detail::peer_read_count;
+  using concord::detail::PeerRead;
+  if (buffers == Buffers::Ordinary) return;
+  bool shared_peer = false;
+  bool ordinary_peer = false;
+  for (int peer = 0; peer < ranks; ++peer) {
+    if (peer == rank) continue;
+    (uses_shared(buffers, peer) ? shared_peer : ordinary_peer) = true;
+  }
+  const std::uint64_t in_place = peer_read_count(PeerRead::InPlace);
+  const std::uint64_t copied = peer_read_count(PeerRead::Copied);
+  INFO("rank " << rank << ": peer reads in place " << in_place << ", copied " << copied);
+  CHECK((in_place > 0) == shared_peer);
+  CHECK((copied > 0) == ordinary_peer);
+}
+
+void check_shm_path_taken(Buffers buffers, int rank, int ranks) {
   using concord::detail::shm_path_count;
   using concord::detail::ShmPath;
   const char* env = std::getenv("CONCORD_TEST_SHM_PATH");
@@ -71,6 +137,7 @@ void check_shm_path_taken() {
       return;
     }
     CHECK(single > 0);
+    check_peer_reads(buffers, rank, ranks);
   } else if (want == "copy") {
     CHECK(single == 0);
     CHECK(copy > 0);
@@ -86,6 +153,8 @@ TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op a
   Communicator comm = Communicator::world();
   const int rank = comm.rank();
   const int ranks = comm.size();
+  const Buffers buffers = buffers_wanted();
+  const bool shared = uses_shared(buffers, rank);
 
   for (DataType dtype : all_dtypes()) {
     const std::size_t esize = size_of(dtype);
@@ -98,23 +167,24 @@ TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op a
             INFO("ranks=" << ranks << " dtype=" << to_string(dtype) << " op=" << to_string(op)
                           << " count=" << count << " algorithm=" << to_string(variant.algorithm)
                           << " segment=" << variant.ring_segment_bytes << " in_place=" << in_place);
-            std::vector<std::byte> send = ref.input;
-            std::vector<std::byte> recv(count * esize, std::byte{0x5a});
+            MessageBuffer send(ref.input, shared, comm);
+            MessageBuffer recv(std::vector<std::byte>(count * esize, std::byte{0x5a}), shared,
+                               comm);
             AllreduceOptions options;
             options.algorithm = variant.algorithm;
             options.ring_segment_bytes = variant.ring_segment_bytes;
             if (in_place) {
               allreduce(send.data(), send.data(), count, dtype, op, comm, options);
-              recv.swap(send);
+              CHECK(ref.mismatch(send.contents()) == "");
             } else {
               allreduce(send.data(), recv.data(), count, dtype, op, comm, options);
-              CHECK(send == ref.input);  // the send buffer is left alone
+              CHECK(send.contents() == ref.input);  // the send buffer is left alone
+              CHECK(ref.mismatch(recv.contents()) == "");
             }
-            CHECK(ref.mismatch(recv) == "");
           }
         }
       }
     }
   }
-  check_shm_path_taken();
+  check_shm_path_taken(buffers, rank, ranks);
 }
