@@ -17,15 +17,17 @@ enum class ShmPath {
 void count_shm_path(ShmPath path);
 std::uint64_t shm_path_count(ShmPath path);
 
-// How single-copy rounds read a peer's buffer: where it lies (the peer's shared
-// heap, SharedArena::peer_view) or copied out of its process (read_peer).
-enum class PeerRead {
-  InPlace,
+// How single-copy rounds reach a peer's buffer: read where it lies (the peer's
+// shared heap, SharedArena::peer_view), a result written straight into the
+// peer's output there, or copied out of the peer's process (read_peer).
+enum class PeerAccess {
+  ReadInPlace,
+  WrittenInPlace,
   Copied,
 };
 
-// One relaxed atomic increment per read (a peer's part of a round).
-void count_peer_read(PeerRead read);
-std::uint64_t peer_read_count(PeerRead read);
+// One relaxed atomic increment per access (a peer's part of a round).
+void count_peer_access(PeerAccess access);
+std::uint64_t peer_access_count(PeerAccess access);
 
 }  // namespace concord::detail

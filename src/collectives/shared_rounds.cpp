@@ -39,6 +39,7 @@ class SourceList {
   SourceList& operator=(const SourceList&) = delete;
 
   const void*& operator[](std::size_t i) { return data_[i]; }
+  const void* operator[](std::size_t i) const { return data_[i]; }
   const void* const* data() const { return data_; }
 
  private:
@@ -281,17 +282,44 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
     if (peer == me) continue;
     const std::byte* theirs = addresses_of(arena_, peer, round).src + at;
     if (const std::byte* view = arena_.peer_view(peer, theirs, bytes)) {
-      count_peer_read(PeerRead::InPlace);
+      count_peer_access(PeerAccess::ReadInPlace);
       sources[k++] = view;
       continue;
     }
     if (bounce == nullptr) bounce = ctx_.exec->scratch(bytes * (ranks - 1));
     std::byte* slot = bounce + (k - 1) * bytes;
     arena_.read_peer(peer, slot, theirs, bytes);
-    count_peer_read(PeerRead::Copied);
+    count_peer_access(PeerAccess::Copied);
     sources[k++] = slot;
   }
-  ctx_.exec->reduce_many(dst + at, sources.data(), k, piece.count);
+  // A peer whose output lies in its heap gets the result written there as well,
+  // and fetches nothing (allreduce_single_copy skips the piece).
+  std::vector<std::byte*>& pushes = push_targets_;
+  pushes.clear();
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == me) continue;
+    if (std::byte* out =
+            arena_.peer_view(peer, addresses_of(arena_, peer, round).dst + at, bytes)) {
+      pushes.push_back(out);
+      count_peer_access(PeerAccess::WrittenInPlace);
+    }
+  }
+  if (pushes.empty()) {
+    ctx_.exec->reduce_many(dst + at, sources.data(), k, piece.count);
+    return;
+  }
+  // In chunks that stay in L1 between the reduction and the copies: the result
+  // is read from memory by no one, and every output is written once.
+  const std::size_t chunk = kPushChunkBytes / ctx_.elem_size;
+  SourceList moved(k);
+  for (std::size_t done = 0; done < piece.count; done += chunk) {
+    const std::size_t n = std::min(chunk, piece.count - done);
+    const std::size_t off = done * ctx_.elem_size;
+    for (std::size_t i = 0; i < k; ++i) moved[i] = static_cast<const std::byte*>(sources[i]) + off;
+    ctx_.exec->reduce_many(dst + at + off, moved.data(), k, n);
+    // Streamed past the LLC: the peer reads its output only after the call.
+    for (std::byte* out : pushes) copy_result(out + off, dst + at + off, n * ctx_.elem_size);
+  }
 }
 
 void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
@@ -317,13 +345,16 @@ void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
     const auto owner = static_cast<int>(j);
     const std::size_t at = pieces[j].offset * ctx_.elem_size;
     const std::size_t bytes = pieces[j].count * ctx_.elem_size;
+    // In my heap: the owner wrote it there (reduce_own_piece_single_copy), and
+    // its PieceReduced, which wait_all saw, came after.
+    if (arena_.peer_view(rank_, dst + at, bytes) != nullptr) continue;
     const std::byte* theirs = addresses_of(arena_, owner, round).dst + at;
     if (const std::byte* view = arena_.peer_view(owner, theirs, bytes)) {
       copy_result(dst + at, view, bytes);
-      count_peer_read(PeerRead::InPlace);
+      count_peer_access(PeerAccess::ReadInPlace);
     } else {
       arena_.read_peer(owner, dst + at, theirs, bytes);
-      count_peer_read(PeerRead::Copied);
+      count_peer_access(PeerAccess::Copied);
     }
   }
   publish(counter(round, Step::Done));

@@ -60,8 +60,9 @@ class SharedRounds {
   // of their src into a bounce buffer and reduces into its own dst; then every
   // rank reads the other pieces straight out of their owners' dst. Nothing is
   // copied into the arena. Buffers in a peer's shared heap (arena.peer_view)
-  // are read in place instead, without a copy. Peers read the caller's buffers until their Done:
-  // call finish_single_copy() before returning to the user.
+  // are used in place instead: the owner reads a peer's src there, and writes
+  // the reduced piece into a peer's dst there, which then fetches nothing. Peers read the caller's
+  // buffers until their Done: call finish_single_copy() before returning to the user.
   void allreduce_single_copy(const std::byte* src, std::byte* dst,
                              const std::vector<Piece>& pieces);
   // Waits until every peer has finished the last round (read all it needed
@@ -88,12 +89,17 @@ class SharedRounds {
   void reduce_own_piece_single_copy(std::uint64_t round, const std::byte* src, std::byte* dst,
                                     const Piece& piece);
 
+  // Single copy: a reduced piece goes to the peers' outputs in their heaps in
+  // chunks of this size, copied while still in L1.
+  static constexpr std::size_t kPushChunkBytes = 16 << 10;
+
   SharedArena& arena_;
   ReduceContext ctx_;
   // The arena's rank and size, asked once (virtual calls) instead of in every loop.
   const int rank_;
   const int size_;
   bool stream_output_ = false;
+  std::vector<std::byte*> push_targets_;  // reduce_own_piece_single_copy's, kept between rounds
 };
 
 }  // namespace concord::detail

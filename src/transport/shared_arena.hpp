@@ -66,9 +66,9 @@ class SharedArena {
   virtual bool heap_free(void* /*p*/) noexcept { return false; }
   // Where [from, from + bytes), addresses in `peer`'s own memory (a buffer
   // whose address the peer published), lie in the peer's heap: the same bytes
-  // as this rank maps them, to read in place. Null otherwise.
-  virtual const std::byte* peer_view(int /*peer*/, const void* /*from*/,
-                                     std::size_t /*bytes*/) const {
+  // as this rank maps them, to read or write in place. Null otherwise. `peer`
+  // may be this rank: whether one of its own buffers is in its heap.
+  virtual std::byte* peer_view(int /*peer*/, const void* /*from*/, std::size_t /*bytes*/) const {
     return nullptr;
   }
 };

@@ -354,7 +354,7 @@ bool ShmArena::heap_free(void* p) noexcept {
   return true;
 }
 
-const std::byte* ShmArena::peer_view(int peer, const void* from, std::size_t bytes) const {
+std::byte* ShmArena::peer_view(int peer, const void* from, std::size_t bytes) const {
   if (heap_bytes_ == 0) return nullptr;
   const auto start = reinterpret_cast<std::uint64_t>(from);
   const std::uint64_t theirs = identity(peer)->heap_address;

@@ -55,7 +55,7 @@ class ShmArena final : public SharedArena {
 
   std::byte* heap_allocate(std::size_t bytes) override;
   bool heap_free(void* p) noexcept override;
-  const std::byte* peer_view(int peer, const void* from, std::size_t bytes) const override;
+  std::byte* peer_view(int peer, const void* from, std::size_t bytes) const override;
   std::size_t heap_bytes() const { return heap_bytes_; }
 
  private:

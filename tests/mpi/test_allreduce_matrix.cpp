@@ -7,8 +7,9 @@
 // path (the library's path counters say), so a configuration meant to cover it
 // fails when it silently takes another. CONCORD_TEST_BUFFERS=shared: every
 // message's buffers come from allocate_shared; shared_even: on the even ranks
-// only (the odd ones use ordinary memory), so single copy reads some peers in
-// place and copies from others; with single_copy the counters must show both.
+// only (the odd ones use ordinary memory), so single copy uses some peers'
+// buffers in place and copies from others; with single_copy the counters must
+// show both.
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>
@@ -100,11 +101,12 @@ class MessageBuffer {
   std::vector<std::byte> plain_;
 };
 
-// With CONCORD_TEST_BUFFERS: single copy read every peer's buffer where it
-// lies if the peer's was shared, and copied it out of the peer otherwise.
+// With CONCORD_TEST_BUFFERS: single copy read a peer's input and wrote its
+// result where they lie if the peer's buffers were shared, and copied from the
+// peer otherwise.
 void check_peer_reads(Buffers buffers, int rank, int ranks) {
-  using concord::detail::peer_read_count;
-  using concord::detail::PeerRead;
+  using concord::detail::peer_access_count;
+  using concord::detail::PeerAccess;
   if (buffers == Buffers::Ordinary) return;
   bool shared_peer = false;
   bool ordinary_peer = false;
@@ -112,10 +114,13 @@ void check_peer_reads(Buffers buffers, int rank, int ranks) {
     if (peer == rank) continue;
     (uses_shared(buffers, peer) ? shared_peer : ordinary_peer) = true;
   }
-  const std::uint64_t in_place = peer_read_count(PeerRead::InPlace);
-  const std::uint64_t copied = peer_read_count(PeerRead::Copied);
-  INFO("rank " << rank << ": peer reads in place " << in_place << ", copied " << copied);
+  const std::uint64_t in_place = peer_access_count(PeerAccess::ReadInPlace);
+  const std::uint64_t written = peer_access_count(PeerAccess::WrittenInPlace);
+  const std::uint64_t copied = peer_access_count(PeerAccess::Copied);
+  INFO("rank " << rank << ": peer buffers read in place " << in_place << ", written in place "
+               << written << ", copied " << copied);
   CHECK((in_place > 0) == shared_peer);
+  CHECK((written > 0) == shared_peer);
   CHECK((copied > 0) == ordinary_peer);
 }
 
