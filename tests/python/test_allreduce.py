@@ -93,6 +93,32 @@ def test_buffers_without_copies(comm_info):
     np.testing.assert_array_equal(np.frombuffer(raw, dtype=np.float32), np.full(8, size))
 
 
+@pytest.mark.parametrize("n", [0, 1, 65537, 300_000])  # 300,000 floats: the single-copy path
+def test_shared_arrays(comm_info, n):
+    rank, size = comm_info
+    x = concord.empty_shared(n, np.float32)
+    out = concord.empty_shared((n,), np.float32)
+    assert x.shape == (n,) and x.dtype == np.float32 and x.flags.c_contiguous and x.flags.writeable
+    if n:
+        # From the node's heap wherever it has other ranks (CONCORD_SHM is on in these runs).
+        assert concord.is_shared(x) == (concord.local_size() > 1)
+        assert concord.is_shared(x[1:]) == concord.is_shared(x)  # views too
+        assert x.__array_interface__["data"][0] % 4096 == 0
+    x[:] = inputs(rank, n, np.float32, "sum")
+    expected = reference(size, n, np.float32, "sum")
+    assert concord.allreduce(x, out=out) is out
+    np.testing.assert_array_equal(out.astype(np.float64), expected)
+    concord.allreduce(x, out=x)  # in place
+    np.testing.assert_array_equal(x.astype(np.float64), expected)
+    grid = concord.empty_shared((3, 4), np.int64)
+    assert grid.shape == (3, 4)
+    assert not concord.is_shared(np.ones(3))
+    with pytest.raises(TypeError, match="not supported"):
+        concord.empty_shared(4, np.complex64)
+    with pytest.raises(ValueError, match="negative"):
+        concord.empty_shared((2, -1))
+
+
 def test_bad_arrays_and_options(comm_info):
     x = np.ones((4, 4), dtype=np.float32)
     with pytest.raises(ValueError, match="C-contiguous"):

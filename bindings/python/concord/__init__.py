@@ -21,6 +21,7 @@ from . import _concord
 __all__ = [
     "Error", "Handle", "init", "rank", "size", "local_rank", "local_size", "barrier",
     "allreduce", "allreduce_async", "grouped_allreduce", "broadcast", "allgather", "shutdown",
+    "empty_shared", "is_shared",
 ]
 
 try:  # bfloat16 is not a numpy type; ml_dtypes provides it
@@ -112,6 +113,37 @@ def local_size() -> int:
 
 def barrier() -> None:
     _concord.barrier()
+
+
+def empty_shared(shape, dtype=np.float32) -> np.ndarray:
+    """An uninitialised C-contiguous array in this rank's part of the node's
+    shared heap (concord::allocate_shared). allreduce on such arrays, as input
+    and output (`out=`), lets the node's ranks use them where they lie instead
+    of copying them: docs/API.md, "Shared buffers". Call it on every rank (the
+    first call may set up the node's shared memory). Where the node has no heap
+    (one rank on it, CONCORD_SHM=0) the array is ordinary memory; is_shared()
+    says which. The memory lives as long as the array and every view of it."""
+    dt = np.dtype(dtype)
+    _dtype_name(np.empty(0, dt))
+    shape = tuple(int(d) for d in np.atleast_1d(shape)) if np.ndim(shape) else (int(shape),)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"concord: negative dimension in shape {shape}")
+    count = int(np.prod(shape, dtype=np.int64))
+    memory = _concord.allocate_shared(count * dt.itemsize)
+    if count == 0:
+        return np.empty(shape, dt)
+    return np.frombuffer(memory, dtype=dt, count=count).reshape(shape)
+
+
+def is_shared(array) -> bool:
+    """Whether `array`'s memory is in the node's shared heap (an array from
+    empty_shared, or a view of one, where the node has a heap)."""
+    base = array
+    while base is not None:
+        if isinstance(base, _concord.SharedMemory):
+            return base.shared
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
+    return False
 
 
 def allreduce(array, op: str = "sum", algorithm: Optional[str] = None,

@@ -193,6 +193,23 @@ void bind_engine_collectives(py::module_& m) {
   m.def("enqueue_join", [] { return PyHandle{the_engine().enqueue_join()}; });
 }
 
+// allocate_shared's memory as a Python object with the (writable, byte)
+// buffer protocol: numpy views it without a copy and keeps it alive.
+void bind_shared_memory(py::module_& m) {
+  py::class_<SharedBuffer>(m, "SharedMemory", py::buffer_protocol())
+      .def_buffer([](SharedBuffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                               {b.size()}, {1});
+      })
+      .def_property_readonly("shared", &SharedBuffer::shared)
+      .def_property_readonly("nbytes", &SharedBuffer::size);
+  m.def("allocate_shared", [](std::size_t bytes) {
+    Communicator& comm = world();
+    py::gil_scoped_release release;  // the first call is collective
+    return allocate_shared(bytes, comm);
+  });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_concord, m) {
@@ -202,4 +219,5 @@ PYBIND11_MODULE(_concord, m) {
   bind_allreduce(m);
   bind_engine_allreduce(m);
   bind_engine_collectives(m);
+  bind_shared_memory(m);
 }
