@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 namespace concord::bench {
@@ -207,6 +208,7 @@ Buffer make_buffer(std::size_t bytes) {
 struct SharedPair {
   SharedPair(std::size_t bytes, const Communicator& comm)
       : send(allocate_shared(bytes, comm)), recv(allocate_shared(bytes, comm)) {
+    if (bytes == 0) return;
     std::memset(send.data(), 0, bytes);  // first touch outside the timed region
     std::memset(recv.data(), 0, bytes);
   }
@@ -321,6 +323,18 @@ bool wants_shared(const AllreduceOptions& o) {
                      [](const std::string& name) { return name.ends_with("-shared"); });
 }
 
+// concord-shared's communicator (a duplicate of comm's, so that its path
+// measurements are its own), where a -shared impl is asked for; checked before
+// any buffer is made.
+std::optional<Communicator> shared_communicator(const AllreduceOptions& o,
+                                                const Communicator& comm) {
+  if (!wants_shared(o)) return std::nullopt;
+  if (o.device != Device::Cpu) {
+    throw std::invalid_argument("--impl concord-shared and roofline-shared are host only");
+  }
+  return Communicator(comm.mpi_comm());
+}
+
 // One run of the benchmark: the buffers, the implementations and the validator,
 // set up once; measure() times every implementation at one size.
 class AllreduceRun {
@@ -329,15 +343,12 @@ class AllreduceRun {
       : o_(o),
         comm_(comm),
         world_(comm.mpi_comm()),
-        shared_comm_(comm.mpi_comm()),
-        buffers_(o, comm, o.max_bytes / esize(), wants_shared(o) ? &shared_comm_ : nullptr) {
-    if (wants_shared(o) && o.device != Device::Cpu) {
-      throw std::invalid_argument("--impl concord-shared and roofline-shared are host only");
-    }
+        shared_comm_(shared_communicator(o, comm)),
+        buffers_(o, comm, o.max_bytes / esize(), shared_comm_ ? &*shared_comm_ : nullptr) {
 #if CONCORD_BENCH_NCCL
     if (o.device == Device::Cuda) impls_ = make_device_impls(o, comm, *buffers_.device());
 #endif
-    if (o.device == Device::Cpu) impls_ = make_impls(o, comm, shared_comm_);
+    if (o.device == Device::Cpu) impls_ = make_impls(o, comm, shared_comm_ ? *shared_comm_ : comm);
     const std::size_t max_count = o.max_bytes / esize();
     if (o.validate) {
       validator_.emplace(o, comm.rank(), comm.size(), max_count);
@@ -345,7 +356,7 @@ class AllreduceRun {
       // Any finite input: take the validation pattern's first values.
       Validator(o, comm.rank(), 1, max_count).fill(buffers_.host_send(), max_count);
       buffers_.upload_send(max_count);
-      if (wants_shared(o)) {
+      if (shared_comm_) {
         Validator(o, comm.rank(), 1, max_count).fill(buffers_.host_send(true), max_count);
       }
     }
@@ -373,7 +384,7 @@ class AllreduceRun {
   const AllreduceOptions& o_;
   const Communicator& comm_;
   MPI_Comm world_;
-  const Communicator shared_comm_;  // concord-shared's (a duplicate of comm_'s)
+  const std::optional<Communicator> shared_comm_;  // shared_communicator()
   MessageBuffers buffers_;
   std::vector<Impl> impls_;
   std::optional<Validator> validator_;

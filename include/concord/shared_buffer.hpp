@@ -31,7 +31,8 @@ class SharedBuffer {
 
   void* data() const { return data_; }
   std::size_t size() const { return size_; }
-  // Whether it lies in the shared heap, i.e. the node's other ranks read it in place.
+  // Whether it lies in the shared heap, where the node's other ranks use it in
+  // place (on the single-copy path: docs/API.md, "Shared buffers").
   bool shared() const { return arena_ != nullptr; }
 
  private:
@@ -49,7 +50,7 @@ class SharedBuffer {
 // shared segment. Each rank may ask for a different size; 0 gives an empty
 // buffer. Throws Error(InvalidArgument) where the heap has no free range that
 // large (the message says what is free) and Error(SystemError) where /dev/shm
-// cannot hold it.
+// (or, without a heap, the process) cannot hold it.
 SharedBuffer allocate_shared(std::size_t bytes, const Communicator& comm);
 
 }  // namespace concord

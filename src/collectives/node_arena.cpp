@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -49,6 +50,14 @@ void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
 
 }  // namespace
 
+std::size_t default_heap_bytes(int local_ranks) {
+  constexpr std::size_t kMost = std::size_t{512} << 20;
+  constexpr std::size_t kAllHeaps = std::size_t{16} << 30;
+  constexpr std::size_t kStep = std::size_t{2} << 20;  // the heaps' alignment
+  const std::size_t share = kAllHeaps / static_cast<std::size_t>(std::max(local_ranks, 1));
+  return std::min(kMost, std::max(kStep, share / kStep * kStep));
+}
+
 SharedArena* node_arena(const CommunicatorState& state) {
   if (state.arena_attempted) return state.arena.get();
   state.arena_attempted = true;
@@ -59,8 +68,9 @@ SharedArena* node_arena(const CommunicatorState& state) {
   std::string failure;
   if (cfg.shm && topo.local_size > 1) {
     try {
-      arena =
-          ShmArena::create(topo.local.get(), cfg.shm_region_bytes, cfg.shm_heap_bytes, state.rank);
+      arena = ShmArena::create(topo.local.get(), cfg.shm_region_bytes,
+                               cfg.shm_heap_bytes.value_or(default_heap_bytes(topo.local_size)),
+                               state.rank);
     } catch (const Error& e) {
       failure = e.what();
     }

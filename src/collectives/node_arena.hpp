@@ -14,4 +14,9 @@ namespace concord::detail {
 // is false on every rank so they all fall back alike).
 SharedArena* node_arena(const CommunicatorState& state);
 
+// Each rank's shared heap where CONCORD_SHM_HEAP_BYTES is unset: 512 MiB, less
+// on big nodes, so that every process maps at most 16 GiB of heaps (its own and
+// its peers'): 256 MiB at 64 ranks a node, 128 MiB at 128.
+std::size_t default_heap_bytes(int local_ranks);
+
 }  // namespace concord::detail

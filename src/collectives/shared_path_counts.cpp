@@ -11,7 +11,7 @@ namespace {
 // Process-wide, not per thread: the engine runs collectives on its own thread.
 std::array<std::atomic<std::uint64_t>, 2> path_counts{};
 
-std::array<std::atomic<std::uint64_t>, 3> access_counts{};
+std::array<std::atomic<std::uint64_t>, 5> access_counts{};
 
 std::atomic<std::uint64_t>& slot(ShmPath path) {
   return path_counts[static_cast<std::size_t>(path)];

@@ -17,13 +17,16 @@ enum class ShmPath {
 void count_shm_path(ShmPath path);
 std::uint64_t shm_path_count(ShmPath path);
 
-// How single-copy rounds reach a peer's buffer: read where it lies (the peer's
-// shared heap, SharedArena::peer_view), a result written straight into the
-// peer's output there, or copied out of the peer's process (read_peer).
+// How single-copy rounds reach a peer's buffers: its input read where it lies
+// (the peer's shared heap, SharedArena::peer_view) or copied out of its process
+// (read_peer); a reduced piece written into the peer's output where it lies; a
+// reduced piece fetched from its owner's output, in place or copied.
 enum class PeerAccess {
-  ReadInPlace,
-  WrittenInPlace,
-  Copied,
+  InputInPlace,
+  InputCopied,
+  ResultWritten,
+  ResultFetchedInPlace,
+  ResultFetchedCopied,
 };
 
 // One relaxed atomic increment per access (a peer's part of a round).

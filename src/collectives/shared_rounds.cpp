@@ -282,14 +282,14 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
     if (peer == me) continue;
     const std::byte* theirs = addresses_of(arena_, peer, round).src + at;
     if (const std::byte* view = arena_.peer_view(peer, theirs, bytes)) {
-      count_peer_access(PeerAccess::ReadInPlace);
+      count_peer_access(PeerAccess::InputInPlace);
       sources[k++] = view;
       continue;
     }
     if (bounce == nullptr) bounce = ctx_.exec->scratch(bytes * (ranks - 1));
     std::byte* slot = bounce + (k - 1) * bytes;
     arena_.read_peer(peer, slot, theirs, bytes);
-    count_peer_access(PeerAccess::Copied);
+    count_peer_access(PeerAccess::InputCopied);
     sources[k++] = slot;
   }
   // A peer whose output lies in its heap gets the result written there as well,
@@ -301,7 +301,7 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
     if (std::byte* out =
             arena_.peer_view(peer, addresses_of(arena_, peer, round).dst + at, bytes)) {
       pushes.push_back(out);
-      count_peer_access(PeerAccess::WrittenInPlace);
+      count_peer_access(PeerAccess::ResultWritten);
     }
   }
   if (pushes.empty()) {
@@ -310,15 +310,18 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
   }
   // In chunks that stay in L1 between the reduction and the copies: the result
   // is read from memory by no one, and every output is written once.
+  // (The sources move on in place: a second SourceList above 16 ranks would
+  // share the first one's per-thread storage.)
   const std::size_t chunk = kPushChunkBytes / ctx_.elem_size;
-  SourceList moved(k);
   for (std::size_t done = 0; done < piece.count; done += chunk) {
     const std::size_t n = std::min(chunk, piece.count - done);
     const std::size_t off = done * ctx_.elem_size;
-    for (std::size_t i = 0; i < k; ++i) moved[i] = static_cast<const std::byte*>(sources[i]) + off;
-    ctx_.exec->reduce_many(dst + at + off, moved.data(), k, n);
-    // Streamed past the LLC: the peer reads its output only after the call.
+    ctx_.exec->reduce_many(dst + at + off, sources.data(), k, n);
+    // Streamed from shm_stream_bytes: the peer reads its output only after the call.
     for (std::byte* out : pushes) copy_result(out + off, dst + at + off, n * ctx_.elem_size);
+    for (std::size_t i = 0; i < k; ++i) {
+      sources[i] = static_cast<const std::byte*>(sources[i]) + n * ctx_.elem_size;
+    }
   }
 }
 
@@ -351,10 +354,10 @@ void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
     const std::byte* theirs = addresses_of(arena_, owner, round).dst + at;
     if (const std::byte* view = arena_.peer_view(owner, theirs, bytes)) {
       copy_result(dst + at, view, bytes);
-      count_peer_access(PeerAccess::ReadInPlace);
+      count_peer_access(PeerAccess::ResultFetchedInPlace);
     } else {
       arena_.read_peer(owner, dst + at, theirs, bytes);
-      count_peer_access(PeerAccess::Copied);
+      count_peer_access(PeerAccess::ResultFetchedCopied);
     }
   }
   publish(counter(round, Step::Done));

@@ -8,6 +8,9 @@
 // A rank may write its regions for round r once every peer has reached 3(r-2)+3:
 // nobody reads round r-2's buffers any more. Two buffers let a rank fill round
 // r+1 while slower peers still read round r; no MPI call is made on this path.
+// Single-copy rounds also reach into the user's buffers: a peer reads my src
+// and dst of round r only between my 3r+1 and its own 3r+3, and writes my dst
+// (shared heap only) only between my 3r+1 and its own 3r+2.
 #pragma once
 
 #include "collectives/algorithms.hpp"
@@ -61,8 +64,9 @@ class SharedRounds {
   // rank reads the other pieces straight out of their owners' dst. Nothing is
   // copied into the arena. Buffers in a peer's shared heap (arena.peer_view)
   // are used in place instead: the owner reads a peer's src there, and writes
-  // the reduced piece into a peer's dst there, which then fetches nothing. Peers read the caller's
-  // buffers until their Done: call finish_single_copy() before returning to the user.
+  // the reduced piece into a peer's dst there, which then fetches nothing.
+  // Peers use the caller's buffers until their Done: call finish_single_copy()
+  // before returning to the user.
   void allreduce_single_copy(const std::byte* src, std::byte* dst,
                              const std::vector<Piece>& pieces);
   // Waits until every peer has finished the last round (read all it needed

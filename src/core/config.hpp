@@ -58,9 +58,10 @@ struct Config {
   // ranks of a node; large shared-memory messages are copied through the segment.
   bool shm_cma = true;
   // CONCORD_SHM_HEAP_BYTES: each rank's shared heap, from which
-  // Communicator::allocate_shared hands out buffers its node's peers read in
+  // concord::allocate_shared hands out buffers its node's peers use in
   // place. Address space only until buffers are allocated; 0: no heap.
-  std::size_t shm_heap_bytes = std::size_t{512} << 20;
+  // Unset: default_heap_bytes() in collectives/node_arena.hpp.
+  std::optional<std::size_t> shm_heap_bytes;
   // CONCORD_SHM_PATH_CHOICE: `measure` (the default) times single-copy and
   // copied rounds per size class from shm_single_copy_bytes on and keeps the
   // faster; `threshold`: single copy for every message from there.

@@ -5,6 +5,8 @@
 
 #include "collectives/node_arena.hpp"
 
+#include <fmt/format.h>
+
 #include <new>
 #include <utility>
 
@@ -29,7 +31,14 @@ SharedBuffer allocate_shared(std::size_t bytes, const Communicator& comm) {
       return buffer;
     }
   }
-  buffer.data_ = ::operator new(bytes, kAlignment);
+  try {
+    buffer.data_ = ::operator new(bytes, kAlignment);
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::SystemError, comm.rank(),
+                fmt::format("allocate_shared: {} bytes of ordinary memory (this node has no shared "
+                            "heap) could not be allocated",
+                            bytes));
+  }
   buffer.size_ = bytes;
   return buffer;
 }

@@ -111,14 +111,16 @@ void set_call(SetupMessage& m, const char* call, int error) {
 
 // Where everything lies in the segment: every rank's slot, then every rank's heap.
 struct ShmArena::Layout {
-  Layout(std::size_t region, std::size_t heap, int ranks)
-      : region_bytes(region),
+  Layout(std::size_t region, std::size_t heap, int rank_count)
+      : ranks(static_cast<std::size_t>(rank_count)),
+        region_bytes(region),
         heap_bytes(round_up(heap, kHeapAlign)),
         slot_bytes(kHeaderBytes + kRegions * region),
-        heaps_at(heap_bytes == 0
-                     ? slot_bytes * static_cast<std::size_t>(ranks)
-                     : round_up(slot_bytes * static_cast<std::size_t>(ranks), kHeapAlign)),
-        total(heaps_at + heap_bytes * static_cast<std::size_t>(ranks)) {}
+        heaps_at(heap_bytes == 0 ? slot_bytes * ranks : round_up(slot_bytes * ranks, kHeapAlign)),
+        total(heaps_at + heap_bytes * ranks) {}
+  // What is reserved up front: the slots, not the padding before the heaps.
+  std::size_t slots_bytes() const { return slot_bytes * ranks; }
+  std::size_t ranks;
   std::size_t region_bytes;
   std::size_t heap_bytes;
   std::size_t slot_bytes;
@@ -183,7 +185,7 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
   Fd fd(-1);
   if (rank == 0) {
     const Layout planned(region_bytes, heap_bytes, size);
-    fd = create_segment(message, planned.heaps_at, planned.total, mapping);
+    fd = create_segment(message, planned.slots_bytes(), planned.total, mapping);
   }
   const int bcast_rc = MPI_Bcast(&message, sizeof message, MPI_BYTE, 0, local);
   if (bcast_rc != MPI_SUCCESS && rank == 0 && message.error == 0) {
@@ -192,11 +194,20 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
   check_mpi(bcast_rc, "MPI_Bcast", world_rank);
   const Layout layout(message.region_bytes, message.heap_bytes, size);
   const std::size_t total = layout.total;
+  // The hint where the heaps may be what did not fit (address space, /dev/shm).
+  const std::string advice =
+      layout.heap_bytes == 0
+          ? "set CONCORD_SHM=0 to run without shared memory"
+          : fmt::format(
+                "{} bytes of it are the ranks' heaps: set CONCORD_SHM_HEAP_BYTES lower, "
+                "or CONCORD_SHM=0 to run without shared memory",
+                total - layout.slots_bytes());
   if (message.error != 0) {
-    throw Error(ErrorCode::SystemError, world_rank,
-                fmt::format("shared-memory transport: {} of {} ({} bytes) failed on local rank 0: "
-                            "{} (set CONCORD_SHM=0 to run without shared memory)",
-                            message.call, message.name, total, std::strerror(message.error)));
+    throw Error(
+        ErrorCode::SystemError, world_rank,
+        fmt::format("shared-memory transport: {} of {} ({} bytes) failed on local rank 0: "
+                    "{} ({})",
+                    message.call, message.name, total, std::strerror(message.error), advice));
   }
 
   // The others map it; whatever happens, rank 0 unlinks it once all have tried.
@@ -222,23 +233,26 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
   if (rank == 0) ::shm_unlink(message.name);
   if (!all_mapped) {
     throw Error(ErrorCode::SystemError, world_rank,
-                error != 0 ? fmt::format("shared-memory transport: {} of {} failed: {} (set "
-                                         "CONCORD_SHM=0 to run without shared memory)",
-                                         failed_call, message.name, std::strerror(error))
-                           : fmt::format("shared-memory transport: another rank of this node "
-                                         "could not map {}",
-                                         message.name));
+                error != 0
+                    ? fmt::format("shared-memory transport: {} of {} ({} bytes) failed: {} "
+                                  "({})",
+                                  failed_call, message.name, total, std::strerror(error), advice)
+                    : fmt::format("shared-memory transport: another rank of this node "
+                                  "could not map {}",
+                                  message.name));
   }
   return std::unique_ptr<ShmArena>(
-      new ShmArena(mapping.release(), fd.release(), layout, rank, size));
+      new ShmArena(mapping.release(), fd.release(), layout, rank, size, world_rank));
 }
 
-ShmArena::ShmArena(std::byte* base, int fd, const Layout& layout, int rank, int size)
+ShmArena::ShmArena(std::byte* base, int fd, const Layout& layout, int rank, int size,
+                   int world_rank)
     : base_(base),
       mapped_bytes_(layout.total),
       fd_(fd),
       rank_(rank),
       size_(size),
+      world_rank_(world_rank),
       region_bytes_(layout.region_bytes),
       slot_bytes_(layout.slot_bytes),
       heaps_at_(layout.heaps_at),
@@ -301,15 +315,19 @@ void ShmArena::read_peer(int peer, void* to, const void* from, std::size_t bytes
   if (bytes == 0) return;
   const auto pid = static_cast<pid_t>(identity(peer)->pid);
   if (const int error = read_process_memory(pid, to, from, bytes); error != 0) {
-    throw Error(ErrorCode::SystemError, -1,
+    throw Error(ErrorCode::SystemError, world_rank_,
                 fmt::format("single-copy read of {} bytes from local rank {} (process_vm_readv): "
                             "{} (set CONCORD_SHM_CMA=0 to copy through shared memory)",
                             bytes, peer, std::strerror(error)));
   }
 }
 
+std::size_t ShmArena::heap_offset(int owner) const {
+  return heaps_at_ + static_cast<std::size_t>(owner) * heap_bytes_;
+}
+
 std::byte* ShmArena::heap(int owner) const {
-  return base_ + heaps_at_ + static_cast<std::size_t>(owner) * heap_bytes_;
+  return base_ + heap_offset(owner);
 }
 
 std::byte* ShmArena::heap_allocate(std::size_t bytes) {
@@ -317,7 +335,7 @@ std::byte* ShmArena::heap_allocate(std::size_t bytes) {
   const std::lock_guard lock(heap_mutex_);
   const auto offset = heap_ranges_.take(bytes);
   if (!offset) {
-    throw Error(ErrorCode::InvalidArgument, -1,
+    throw Error(ErrorCode::InvalidArgument, world_rank_,
                 fmt::format("shared heap: no free range of {} bytes in this rank's heap ({} of "
                             "{} bytes free, the largest range {}); CONCORD_SHM_HEAP_BYTES sets "
                             "its size",
@@ -325,12 +343,16 @@ std::byte* ShmArena::heap_allocate(std::size_t bytes) {
                             heap_ranges_.largest_free()));
   }
   const std::size_t reserved = HeapRanges::rounded(bytes);
-  const auto at =
-      static_cast<off_t>(heaps_at_ + static_cast<std::size_t>(rank_) * heap_bytes_ + *offset);
-  // Reserved now, so that a full /dev/shm is this error and not a SIGBUS on first touch.
-  if (int rc = ::posix_fallocate(fd_, at, static_cast<off_t>(reserved)); rc != 0) {
+  const auto at = static_cast<off_t>(heap_offset(rank_) + *offset);
+  // Reserved now, so that a full /dev/shm is this error and not a SIGBUS on
+  // first touch. tmpfs gives up with EINTR when a signal is pending: retry.
+  int rc = 0;
+  do {
+    rc = ::posix_fallocate(fd_, at, static_cast<off_t>(reserved));
+  } while (rc == EINTR);
+  if (rc != 0) {
     heap_ranges_.give_back(*offset);
-    throw Error(ErrorCode::SystemError, -1,
+    throw Error(ErrorCode::SystemError, world_rank_,
                 fmt::format("shared heap: posix_fallocate of {} bytes in the node's /dev/shm "
                             "segment failed: {}",
                             reserved, std::strerror(rc)));
@@ -347,10 +369,9 @@ bool ShmArena::heap_free(void* p) noexcept {
   const auto bytes = heap_ranges_.give_back(offset);
   if (!bytes) return false;
   // The pages go back to the system; the address range stays this rank's heap.
-  ::fallocate(
-      fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-      static_cast<off_t>(heaps_at_ + static_cast<std::size_t>(rank_) * heap_bytes_ + offset),
-      static_cast<off_t>(*bytes));
+  // Where that fails they stay reserved until the segment goes: nothing is lost.
+  (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(heap_offset(rank_) + offset), static_cast<off_t>(*bytes));
   return true;
 }
 

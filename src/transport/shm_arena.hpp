@@ -56,11 +56,10 @@ class ShmArena final : public SharedArena {
   std::byte* heap_allocate(std::size_t bytes) override;
   bool heap_free(void* p) noexcept override;
   std::byte* peer_view(int peer, const void* from, std::size_t bytes) const override;
-  std::size_t heap_bytes() const { return heap_bytes_; }
 
  private:
   struct Layout;
-  ShmArena(std::byte* base, int fd, const Layout& layout, int rank, int size);
+  ShmArena(std::byte* base, int fd, const Layout& layout, int rank, int size, int world_rank);
   std::uint64_t* counter(int owner) const;
   // Beside the counter, on its second line: the owner's pid and the address of
   // its probe word, for probe_peer_reads and read_peer, and where its heap
@@ -71,7 +70,8 @@ class ShmArena final : public SharedArena {
     std::uint64_t heap_address;
   };
   PeerIdentity* identity(int owner) const;
-  // `owner`'s heap as this rank maps it.
+  // `owner`'s heap: where it starts in the segment, and as this rank maps it.
+  std::size_t heap_offset(int owner) const;
   std::byte* heap(int owner) const;
 
   std::byte* base_;
@@ -79,6 +79,7 @@ class ShmArena final : public SharedArena {
   int fd_;  // kept open: heap_allocate reserves the heap's pages through it
   int rank_;
   int size_;
+  int world_rank_;  // labels errors
   std::size_t region_bytes_;
   std::size_t slot_bytes_;
   std::size_t heaps_at_;  // offset of rank 0's heap in the segment

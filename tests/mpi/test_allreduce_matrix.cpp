@@ -74,12 +74,16 @@ bool uses_shared(Buffers buffers, int rank) {
   return buffers == Buffers::Shared || (buffers == Buffers::SharedEven && rank % 2 == 0);
 }
 
-// A message buffer in ordinary memory, or from the node's shared heap. Every
-// rank allocates from the heap (the call is collective) and uses it or not.
+// A message buffer in ordinary memory, or from the node's shared heap. With
+// CONCORD_TEST_BUFFERS every rank allocates from the heap (the call is
+// collective) and uses it or not; without, none touches the heap.
 class MessageBuffer {
  public:
-  MessageBuffer(const std::vector<std::byte>& contents, bool use_shared, const Communicator& comm)
-      : shared_(allocate_shared(contents.size(), comm)), use_shared_(use_shared) {
+  MessageBuffer(const std::vector<std::byte>& contents, Buffers buffers, int rank,
+                const Communicator& comm)
+      : shared_(buffers == Buffers::Ordinary ? SharedBuffer()
+                                             : allocate_shared(contents.size(), comm)),
+        use_shared_(uses_shared(buffers, rank)) {
     if (use_shared_) {
       if (!contents.empty()) std::memcpy(shared_.data(), contents.data(), contents.size());
     } else {
@@ -101,11 +105,15 @@ class MessageBuffer {
   std::vector<std::byte> plain_;
 };
 
-// With CONCORD_TEST_BUFFERS: single copy read a peer's input and wrote its
-// result where they lie if the peer's buffers were shared, and copied from the
-// peer otherwise.
-void check_peer_reads(Buffers buffers, int rank, int ranks) {
-  using concord::detail::peer_access_count;
+std::uint64_t accesses(concord::detail::PeerAccess access) {
+  return concord::detail::peer_access_count(access);
+}
+
+// With CONCORD_TEST_BUFFERS and single copy: a peer's shared input was read
+// where it lies and an ordinary one copied; a peer's shared output got its
+// pieces written into it; and this rank fetched pieces only if its own output
+// was ordinary, in place from shared owners and copied from ordinary ones.
+void check_peer_accesses(Buffers buffers, int rank, int ranks) {
   using concord::detail::PeerAccess;
   if (buffers == Buffers::Ordinary) return;
   bool shared_peer = false;
@@ -114,14 +122,26 @@ void check_peer_reads(Buffers buffers, int rank, int ranks) {
     if (peer == rank) continue;
     (uses_shared(buffers, peer) ? shared_peer : ordinary_peer) = true;
   }
-  const std::uint64_t in_place = peer_access_count(PeerAccess::ReadInPlace);
-  const std::uint64_t written = peer_access_count(PeerAccess::WrittenInPlace);
-  const std::uint64_t copied = peer_access_count(PeerAccess::Copied);
-  INFO("rank " << rank << ": peer buffers read in place " << in_place << ", written in place "
-               << written << ", copied " << copied);
-  CHECK((in_place > 0) == shared_peer);
-  CHECK((written > 0) == shared_peer);
-  CHECK((copied > 0) == ordinary_peer);
+  const bool fetches = !uses_shared(buffers, rank);
+  INFO("rank " << rank << ": inputs in place " << accesses(PeerAccess::InputInPlace) << ", copied "
+               << accesses(PeerAccess::InputCopied) << "; results written "
+               << accesses(PeerAccess::ResultWritten) << ", fetched in place "
+               << accesses(PeerAccess::ResultFetchedInPlace) << ", fetched copied "
+               << accesses(PeerAccess::ResultFetchedCopied));
+  CHECK((accesses(PeerAccess::InputInPlace) > 0) == shared_peer);
+  CHECK((accesses(PeerAccess::InputCopied) > 0) == ordinary_peer);
+  CHECK((accesses(PeerAccess::ResultWritten) > 0) == shared_peer);
+  CHECK((accesses(PeerAccess::ResultFetchedInPlace) > 0) == (fetches && shared_peer));
+  CHECK((accesses(PeerAccess::ResultFetchedCopied) > 0) == (fetches && ordinary_peer));
+}
+
+// The copied rounds reach into no peer's buffers.
+void check_no_peer_accesses() {
+  using concord::detail::PeerAccess;
+  for (PeerAccess a : {PeerAccess::InputInPlace, PeerAccess::InputCopied, PeerAccess::ResultWritten,
+                       PeerAccess::ResultFetchedInPlace, PeerAccess::ResultFetchedCopied}) {
+    CHECK(accesses(a) == 0);
+  }
 }
 
 void check_shm_path_taken(Buffers buffers, int rank, int ranks) {
@@ -142,10 +162,11 @@ void check_shm_path_taken(Buffers buffers, int rank, int ranks) {
       return;
     }
     CHECK(single > 0);
-    check_peer_reads(buffers, rank, ranks);
+    check_peer_accesses(buffers, rank, ranks);
   } else if (want == "copy") {
     CHECK(single == 0);
     CHECK(copy > 0);
+    check_no_peer_accesses();
   } else {
     FAIL("CONCORD_TEST_SHM_PATH must be single_copy or copy");
   }
@@ -159,7 +180,6 @@ TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op a
   const int rank = comm.rank();
   const int ranks = comm.size();
   const Buffers buffers = buffers_wanted();
-  const bool shared = uses_shared(buffers, rank);
 
   for (DataType dtype : all_dtypes()) {
     const std::size_t esize = size_of(dtype);
@@ -172,9 +192,9 @@ TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op a
             INFO("ranks=" << ranks << " dtype=" << to_string(dtype) << " op=" << to_string(op)
                           << " count=" << count << " algorithm=" << to_string(variant.algorithm)
                           << " segment=" << variant.ring_segment_bytes << " in_place=" << in_place);
-            MessageBuffer send(ref.input, shared, comm);
-            MessageBuffer recv(std::vector<std::byte>(count * esize, std::byte{0x5a}), shared,
-                               comm);
+            MessageBuffer send(ref.input, buffers, rank, comm);
+            MessageBuffer recv(std::vector<std::byte>(count * esize, std::byte{0x5a}), buffers,
+                               rank, comm);
             AllreduceOptions options;
             options.algorithm = variant.algorithm;
             options.ring_segment_bytes = variant.ring_segment_bytes;

@@ -8,8 +8,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -18,7 +21,8 @@ using namespace concord;
 // Whether this rank's buffers should come from a heap: more than one rank on
 // the node and shared memory on (node_arena's conditions), and a heap asked for.
 bool expect_heap(const Communicator& comm) {
-  return comm.local_size() > 1 && detail::config().shm && detail::config().shm_heap_bytes > 0;
+  return comm.local_size() > 1 && detail::config().shm &&
+         detail::config().shm_heap_bytes.value_or(1) > 0;
 }
 
 bool page_aligned(const void* p) {
@@ -67,7 +71,7 @@ TEST_CASE("a small shared heap refuses what it cannot hold and takes back what i
     FAIL("run it with 2+ ranks on one node and shared memory on: there is no heap here");
   }
   constexpr std::size_t kHeap = std::size_t{4} << 20;
-  REQUIRE(detail::config().shm_heap_bytes == kHeap);
+  REQUIRE(detail::config().shm_heap_bytes == std::optional<std::size_t>(kHeap));
   SharedBuffer most = allocate_shared(kHeap - 4096, comm);
   CHECK(most.shared());
   SharedBuffer last = allocate_shared(4096, comm);
@@ -85,4 +89,33 @@ TEST_CASE("a small shared heap refuses what it cannot hold and takes back what i
   CHECK(again.shared());
   // Larger than the whole heap: refused, with what there is.
   CHECK_THROWS_WITH(allocate_shared(kHeap + 1, comm), Catch::Contains("no free range of 4194305"));
+}
+
+// Threads allocate and free at once (the heap has one lock): buffers never
+// overlap, which each thread checks by filling its own with its mark. Labelled
+// `threads` (tests/CMakeLists.txt), so the TSan build runs it too.
+TEST_CASE("threads allocate and free shared buffers at once", "[.][shared_heap_threads]") {
+  Communicator comm = Communicator::world();
+  SharedBuffer first = allocate_shared(4096, comm);  // every rank: the collective first call
+  const bool heap = first.shared();
+  constexpr int kThreads = 4;
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<SharedBuffer> held;
+      for (int i = 0; i < 200; ++i) {
+        const std::size_t bytes = 1 + static_cast<std::size_t>((i * 7919 + t * 104729) % 40000);
+        held.push_back(allocate_shared(bytes, comm));
+        std::memset(held.back().data(), t + 1, bytes);
+        if (held.size() > 8) held.erase(held.begin());  // give some back while others take
+        for (const SharedBuffer& b : held) {
+          const auto* p = static_cast<const unsigned char*>(b.data());
+          if (p[0] != t + 1 || p[b.size() - 1] != t + 1 || b.shared() != heap) ++failures[t];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) CHECK(failures[t] == 0);
 }

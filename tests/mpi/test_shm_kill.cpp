@@ -68,7 +68,7 @@ int main() {
                     concord::detail::shm_path_count(concord::detail::ShmPath::SingleCopy)));
     std::printf("in-place-reads=%llu\n",
                 static_cast<unsigned long long>(
-                    concord::detail::peer_access_count(concord::detail::PeerAccess::ReadInPlace)));
+                    concord::detail::peer_access_count(concord::detail::PeerAccess::InputInPlace)));
     std::fflush(stdout);
   }
   if (data[0] != static_cast<float>(comm.size())) {

@@ -117,6 +117,9 @@ def test_shared_arrays(comm_info, n):
         concord.empty_shared(4, np.complex64)
     with pytest.raises(ValueError, match="negative"):
         concord.empty_shared((2, -1))
+    with pytest.raises(TypeError):
+        concord.empty_shared((2, 3.7))
+    assert concord.empty_shared(()).shape == ()
 
 
 def test_bad_arrays_and_options(comm_info):

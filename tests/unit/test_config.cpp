@@ -70,6 +70,12 @@ TEST_CASE("shared-memory variables", "[config]") {
   CHECK_THROWS_WITH(parse_config(env({{"CONCORD_SHM_PATH_CHOICE", "fastest"}})),
                     Catch::Matchers::Contains("CONCORD_SHM_PATH_CHOICE='fastest'") &&
                         Catch::Matchers::Contains("measure or threshold"));
+  CHECK_FALSE(parse_config(env({})).shm_heap_bytes.has_value());  // default_heap_bytes()
+  CHECK(parse_config(env({{"CONCORD_SHM_HEAP_BYTES", "0"}})).shm_heap_bytes == 0);
+  CHECK(parse_config(env({{"CONCORD_SHM_HEAP_BYTES", "4194304"}})).shm_heap_bytes == 4194304);
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_SHM_HEAP_BYTES", "2T"}})),
+                    Catch::Matchers::Contains("CONCORD_SHM_HEAP_BYTES='2T'") &&
+                        Catch::Matchers::Contains("[0, 1099511627776]"));
 }
 
 TEST_CASE("variables are parsed", "[config]") {

@@ -1,6 +1,7 @@
 // The shared heap's bookkeeping, against a page-by-page model kept by the test.
 #include <catch2/catch.hpp>
 
+#include "collectives/node_arena.hpp"
 #include "transport/heap_ranges.hpp"
 
 #include <cstddef>
@@ -102,4 +103,16 @@ TEST_CASE("heap ranges stay disjoint and account for every page under random use
     for (int o : owner) free_pages += o < 0 ? 1 : 0;
     REQUIRE(heap.free_bytes() == free_pages * kPage);
   }
+}
+
+TEST_CASE("the default heap shrinks on big nodes so that all heaps fit in 16 GiB", "[heap]") {
+  using concord::detail::default_heap_bytes;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  CHECK(default_heap_bytes(1) == 512 * kMiB);
+  CHECK(default_heap_bytes(2) == 512 * kMiB);
+  CHECK(default_heap_bytes(32) == 512 * kMiB);
+  CHECK(default_heap_bytes(64) == 256 * kMiB);
+  CHECK(default_heap_bytes(96) == 170 * kMiB);  // 16 GiB / 96, down to 2 MiB steps
+  CHECK(default_heap_bytes(128) == 128 * kMiB);
+  CHECK(default_heap_bytes(100000) == 2 * kMiB);  // never below one step
 }

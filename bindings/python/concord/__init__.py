@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import math
+import operator
 from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -125,10 +127,11 @@ def empty_shared(shape, dtype=np.float32) -> np.ndarray:
     says which. The memory lives as long as the array and every view of it."""
     dt = np.dtype(dtype)
     _dtype_name(np.empty(0, dt))
-    shape = tuple(int(d) for d in np.atleast_1d(shape)) if np.ndim(shape) else (int(shape),)
+    dims = tuple(shape) if isinstance(shape, (tuple, list, np.ndarray)) else (shape,)
+    shape = tuple(operator.index(d) for d in dims)  # TypeError for 3.7, as numpy
     if any(d < 0 for d in shape):
         raise ValueError(f"concord: negative dimension in shape {shape}")
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     memory = _concord.allocate_shared(count * dt.itemsize)
     if count == 0:
         return np.empty(shape, dt)
