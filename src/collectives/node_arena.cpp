@@ -2,6 +2,7 @@
 
 #include "core/agreement.hpp"
 #include "core/config.hpp"
+#include "core/mpi_check.hpp"
 #include "transport/shm_arena.hpp"
 
 #include <concord/error.hpp>
@@ -48,6 +49,23 @@ void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
                           "copying large messages through shared memory instead"}));
 }
 
+// Local rank 0's heap size serves the node (ShmArena::create); where ranks
+// asked for different sizes, local rank 0 says so once.
+void warn_if_heap_sizes_differ(const CommunicatorState& state, std::size_t requested) {
+  MPI_Comm local = state.topology.local.get();
+  unsigned long long mine = requested, least = 0, most = 0;
+  check_mpi(MPI_Allreduce(&mine, &least, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, local),
+            "MPI_Allreduce", state.rank);
+  check_mpi(MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, local), "MPI_Allreduce",
+            state.rank);
+  if (least != most && state.topology.local_rank == 0) {
+    fmt::print(stderr,
+               "concord: rank {}: CONCORD_SHM_HEAP_BYTES differs between the ranks of this node "
+               "({} to {} bytes); every rank's heap is local rank 0's, {} bytes\n",
+               state.rank, least, most, mine);
+  }
+}
+
 }  // namespace
 
 std::size_t default_heap_bytes(int local_ranks) {
@@ -66,11 +84,11 @@ SharedArena* node_arena(const CommunicatorState& state) {
 
   std::shared_ptr<SharedArena> arena;
   std::string failure;
-  if (cfg.shm && topo.local_size > 1) {
+  if (state.shm && topo.local_size > 1) {
+    const std::size_t heap = cfg.shm_heap_bytes.value_or(default_heap_bytes(topo.local_size));
     try {
-      arena = ShmArena::create(topo.local.get(), cfg.shm_region_bytes,
-                               cfg.shm_heap_bytes.value_or(default_heap_bytes(topo.local_size)),
-                               state.rank);
+      warn_if_heap_sizes_differ(state, heap);
+      arena = ShmArena::create(topo.local.get(), cfg.shm_region_bytes, heap, state.rank);
     } catch (const Error& e) {
       failure = e.what();
     }
@@ -90,7 +108,7 @@ SharedArena* node_arena(const CommunicatorState& state) {
         "single copy from the threshold on every rank");
   }
   state.arena = std::move(arena);
-  state.arena_everywhere = ok && cfg.shm;
+  state.arena_everywhere = ok && state.shm;
   return state.arena.get();
 }
 

@@ -6,6 +6,7 @@
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -52,13 +53,23 @@ std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
   detail::check_mpi(MPI_Comm_rank(dup, &state->rank), "MPI_Comm_rank");
   detail::check_mpi(MPI_Comm_size(dup, &state->size), "MPI_Comm_size");
   state->topology = detail::detect_topology(dup, detail::config().virtual_nodes);
-  state->ranks_share_a_node = detail::config().shm && state->topology.max_local_size > 1;
-  // The lowest thread level of any rank (the levels are ordered), so that every
-  // rank plans the same way where a plan depends on it.
+  // What every rank plans by, agreed in one call: the lowest thread level of any
+  // rank (the levels are ordered), and whether CONCORD_SHM is on for all and off
+  // for all (ranks that set up shared memory beside ranks that do not would
+  // wait for each other).
   int level = MPI_THREAD_SINGLE;
   detail::check_mpi(MPI_Query_thread(&level), "MPI_Query_thread");
-  detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &level, 1, MPI_INT, MPI_MIN, dup), "MPI_Allreduce");
-  state->every_rank_thread_multiple = level == MPI_THREAD_MULTIPLE;
+  const bool shm = detail::config().shm;
+  int agreed[3] = {level, shm ? 1 : 0, shm ? 0 : 1};
+  detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MIN, dup), "MPI_Allreduce");
+  state->every_rank_thread_multiple = agreed[0] == MPI_THREAD_MULTIPLE;
+  state->shm = agreed[1] != 0;
+  if (agreed[1] == 0 && agreed[2] == 0 && state->rank == 0) {
+    std::fprintf(stderr,
+                 "concord: rank 0: CONCORD_SHM=0 on some ranks but not all; using the MPI "
+                 "transport instead of shared memory on every rank\n");
+  }
+  state->ranks_share_a_node = state->shm && state->topology.max_local_size > 1;
   return state;
 }
 

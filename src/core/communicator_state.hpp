@@ -28,8 +28,11 @@ struct CommunicatorState {
   int rank = 0;
   int size = 1;
   Topology topology;
-  // Some node holds two ranks of this communicator and CONCORD_SHM is on (the same
-  // on every rank): Auto means Hierarchical. Resolved once, not on every call.
+  // CONCORD_SHM is on for every rank (agreed when the communicator is made: where
+  // some ranks set it off, it is off for all, with a warning).
+  bool shm = false;
+  // Some node holds two ranks of this communicator and `shm`: Auto means
+  // Hierarchical. Resolved once, not on every call.
   bool ranks_share_a_node = false;
   // Every rank's MPI takes calls from any thread at any time (MPI_THREAD_MULTIPLE):
   // what Hierarchical's network thread needs. Agreed when the communicator is made.

@@ -338,7 +338,7 @@ std::byte* ShmArena::heap_allocate(std::size_t bytes) {
     throw Error(ErrorCode::InvalidArgument, world_rank_,
                 fmt::format("shared heap: no free range of {} bytes in this rank's heap ({} of "
                             "{} bytes free, the largest range {}); CONCORD_SHM_HEAP_BYTES sets "
-                            "its size",
+                            "its size (local rank 0's value serves the node)",
                             bytes, heap_ranges_.free_bytes(), heap_ranges_.capacity(),
                             heap_ranges_.largest_free()));
   }

@@ -1,5 +1,5 @@
 # Included by the cmake -P test scripts that launch an MPI job themselves
-# (shm_cma_refused.cmake, shm_path_choice_mixed.cmake). After
+# (shm_cma_refused.cmake, mixed_setting.cmake). After
 #   concord_run_mpi_job(SECONDS LAUNCH_ARGUMENTS...)
 # `out` and `err` hold the job's output; a hang (past SECONDS) or a failure
 # ends the script with an error, and a job that printed "skipped: ..." ends it

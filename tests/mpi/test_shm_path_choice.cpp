@@ -6,7 +6,7 @@
 // copy; every later one the same path on every rank, and the same until the
 // measurement starts again after kMeasurePeriod messages. Messages of other
 // sizes (the direct path, another class) run in between. Where some rank sets
-// CONCORD_SHM_PATH_CHOICE=threshold (shm_path_choice_mixed.cmake launches one
+// CONCORD_SHM_PATH_CHOICE=threshold (mixed_setting.cmake, test mpi_np2_shm_path_choice_mixed, launches one
 // so), every message takes single copy on every rank.
 // Run by mpi_np{2,3}_shm_path_choice and mpi_np2_shm_path_choice_mixed (hidden
 // tag: one node, a thousand messages).
@@ -89,7 +89,7 @@ std::vector<std::uint8_t> run_messages(std::size_t messages) {
 TEST_CASE("large messages take the path measured faster, the same on every rank",
           "[.][path_choice]") {
   if (!concord::test::host_allows_cross_memory_attach(MPI_COMM_WORLD)) {
-    // (shm_path_choice_mixed.cmake reports this line as a skip.)
+    // (mixed_setting.cmake reports this line as a skip.)
     std::printf("skipped: this host refuses cross-memory attach\n");
     return;
   }

@@ -119,6 +119,8 @@ def test_shared_arrays(comm_info, n):
         concord.empty_shared((2, -1))
     with pytest.raises(TypeError):
         concord.empty_shared((2, 3.7))
+    with pytest.raises(ValueError, match="more than a process can address"):
+        concord.empty_shared((2**40, 2**40))
     assert concord.empty_shared(()).shape == ()
 
 

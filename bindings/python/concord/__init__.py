@@ -13,6 +13,7 @@ import atexit
 import itertools
 import math
 import operator
+import sys
 from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -132,6 +133,9 @@ def empty_shared(shape, dtype=np.float32) -> np.ndarray:
     if any(d < 0 for d in shape):
         raise ValueError(f"concord: negative dimension in shape {shape}")
     count = math.prod(shape)
+    if count * dt.itemsize > sys.maxsize:
+        raise ValueError(f"concord: empty_shared{shape} of {dt} is {count * dt.itemsize} bytes, "
+                         "more than a process can address")
     memory = _concord.allocate_shared(count * dt.itemsize)
     if count == 0:
         return np.empty(shape, dt)
