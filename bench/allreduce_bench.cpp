@@ -7,7 +7,6 @@
 #include "device_bench.hpp"
 #endif
 
-
 #include <concord/allreduce.hpp>
 #include <concord/error.hpp>
 #include <concord/shared_buffer.hpp>
