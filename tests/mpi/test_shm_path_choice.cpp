@@ -6,8 +6,9 @@
 // copy; every later one the same path on every rank, and the same until the
 // measurement starts again after kMeasurePeriod messages. Messages of other
 // sizes (the direct path, another class) run in between. Where some rank sets
-// CONCORD_SHM_PATH_CHOICE=threshold (mixed_setting.cmake, test mpi_np2_shm_path_choice_mixed, launches one
-// so), every message takes single copy on every rank.
+// CONCORD_SHM_PATH_CHOICE=threshold (test mpi_np2_shm_path_choice_mixed, run by
+// mixed_setting.cmake, launches one so), every message takes single copy on
+// every rank.
 // Run by mpi_np{2,3}_shm_path_choice and mpi_np2_shm_path_choice_mixed (hidden
 // tag: one node, a thousand messages).
 #include <catch2/catch.hpp>
