@@ -112,6 +112,18 @@ Impl mpi_impl(const AllreduceOptions& o, const Communicator& comm) {
           }};
 }
 
+// concord's allreduce on `comm`, one impl per requested algorithm.
+void add_concord_impls(std::vector<Impl>& impls, const std::string& name, const AllreduceOptions& o,
+                       const Communicator& comm, bool on_shared) {
+  for (Algorithm a : o.algorithms) {
+    impls.push_back({name, std::string(to_string(a)),
+                     [&comm, o, a](const void* s, void* r, std::size_t n) {
+                       allreduce(s, r, n, o.dtype, o.op, comm, {a});
+                     },
+                     true, on_shared});
+  }
+}
+
 }  // namespace
 
 std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm,
@@ -119,12 +131,7 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
   std::vector<Impl> impls;
   for (const std::string& name : o.impls) {
     if (name == "concord") {
-      for (Algorithm a : o.algorithms) {
-        impls.push_back(
-            {name, std::string(to_string(a)), [&comm, o, a](const void* s, void* r, std::size_t n) {
-               allreduce(s, r, n, o.dtype, o.op, comm, {a});
-             }});
-      }
+      add_concord_impls(impls, name, o, comm, false);
     } else if (name == "mpi") {
       impls.push_back(mpi_impl(o, comm));
     } else if (name == "concord-copy") {
@@ -138,13 +145,7 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
     } else if (name == "concord-shared") {
       // Its own communicator, so that the node's measured path choice
       // (collectives/shared_path_choice.hpp) times its messages apart from concord's.
-      for (Algorithm a : o.algorithms) {
-        impls.push_back({name, std::string(to_string(a)),
-                         [&shared_comm, o, a](const void* s, void* r, std::size_t n) {
-                           allreduce(s, r, n, o.dtype, o.op, shared_comm, {a});
-                         },
-                         true, true});
-      }
+      add_concord_impls(impls, name, o, shared_comm, true);
     } else if (name == "roofline") {
       impls.push_back(roofline_impl(size_of(o.dtype)));
     } else if (name == "roofline-shared") {
