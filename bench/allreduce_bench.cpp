@@ -172,7 +172,8 @@ std::optional<Communicator> shared_communicator(const AllreduceOptions& o,
                                                 const Communicator& comm) {
   if (!wants_shared(o)) return std::nullopt;
   if (o.device != Device::Cpu) {
-    throw std::invalid_argument("--impl concord-shared and roofline-shared are host only");
+    throw std::invalid_argument(
+        "--impl concord-shared, mpi-shared and roofline-shared are host only");
   }
   return Communicator(comm.mpi_comm());
 }

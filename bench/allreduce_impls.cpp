@@ -146,6 +146,13 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
       // Its own communicator, so that the node's measured path choice
       // (collectives/shared_path_choice.hpp) times its messages apart from concord's.
       add_concord_impls(impls, name, o, shared_comm, true);
+    } else if (name == "mpi-shared") {
+      // MPI_Allreduce on the same allocate_shared buffers as concord-shared:
+      // whether MPI too gains from where the buffers lie.
+      Impl impl = mpi_impl(o, comm);
+      impl.name = name;
+      impl.on_shared = true;
+      impls.push_back(impl);
     } else if (name == "roofline") {
       impls.push_back(roofline_impl(size_of(o.dtype)));
     } else if (name == "roofline-shared") {
@@ -158,8 +165,8 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
     } else {
       throw std::invalid_argument(
           "--impl: unknown implementation '" + name +
-          "' (accepted: concord, concord-copy, concord-shared, mpi, roofline, "
-          "roofline-shared, nccl)");
+          "' (accepted: concord, concord-copy, concord-shared, mpi, mpi-shared, "
+          "roofline, roofline-shared, nccl)");
     }
   }
   return impls;

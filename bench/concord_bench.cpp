@@ -68,9 +68,9 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
       ->capture_default_str();
   ar->add_option("--impl", a.impls,
                  "Comma list of concord, mpi, concord-copy (concord without single-copy reads), "
-                 "concord-shared (concord on buffers from allocate_shared), roofline (host "
-                 "memcpy in to out), roofline-shared (the same on allocate_shared buffers), "
-                 "nccl; run interleaved")
+                 "concord-shared (concord on buffers from allocate_shared), mpi-shared (MPI on "
+                 "them), roofline (host memcpy in to out), roofline-shared (the same on "
+                 "allocate_shared buffers), nccl; run interleaved")
       ->capture_default_str();
   ar->add_option("--device", a.device,
                  "Where the buffers are: cpu, or cuda (GPU local_rank % GPUs; mpi then stages "
