@@ -157,6 +157,10 @@ CLI::App* add_memcpy(CLI::App& app, MemcpyArgs& a) {
   mc->add_flag("--all-ranks", a.o.all_ranks,
                "Under mpiexec: every rank measures at once (ranks share memory bandwidth); "
                "default: rank 0 alone");
+  mc->add_flag("--cma", a.o.cma,
+               "Under mpiexec, ranks on one node: also time process_vm_readv of the next "
+               "rank's buffer (cross-memory attach, concord's single-copy read); implies "
+               "--all-ranks");
   mc->add_option("--json", a.o.json_path, "Also write one JSON record per (kernel, size) here");
   return mc;
 }
@@ -165,6 +169,7 @@ int run_memcpy(MemcpyArgs& a) {
   std::tie(a.o.min_bytes, a.o.max_bytes) = concord::bench::parse_size_range(a.sizes);
   concord::bench::size_steps(a.o.min_bytes, a.o.max_bytes, sizeof(float));  // checks -m
   if (a.iterations > 0) a.o.iterations = a.iterations;
+  if (a.o.cma) a.o.all_ranks = true;  // the peer's buffer must be there while it is read
   concord::bench::run_memcpy_bench(a.o, MPI_COMM_WORLD);
   return 0;
 }

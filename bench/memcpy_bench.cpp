@@ -1,6 +1,7 @@
 #include "memcpy_bench.hpp"
 
 #include "bench_options.hpp"
+#include "peer_reader.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,8 +12,10 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -116,8 +119,25 @@ void print_header(const MemcpyOptions& o, int samples, int rank_count) {
         "once)\n",
         rank_count);
   }
-  fmt::print("{:<{}}{:>{}}{:>{}}\n", "# Size", kSizeWidth, "memcpy(GB/s)", kFieldWidth,
+  if (o.cma) {
+    fmt::print(
+        "# cma: process_vm_readv of the next rank's buffer into this rank's, as concord's "
+        "single-copy path reads its peers; GB/s = size / time\n");
+  }
+  fmt::print("{:<{}}{:>{}}{:>{}}", "# Size", kSizeWidth, "memcpy(GB/s)", kFieldWidth,
              "reduce(GB/s)", kFieldWidth);
+  if (o.cma) fmt::print("{:>{}}{:>{}}", "cma(GB/s)", kFieldWidth, "memcpy/cma", kFieldWidth);
+  fmt::print("\n");
+  std::fflush(stdout);
+}
+
+// One size's row: the kernels' bandwidths, and with --cma how many times faster
+// memcpy was than the peer read.
+void print_row(std::size_t bytes, const std::vector<double>& gbps) {
+  fmt::print("{:<{}}", bytes, kSizeWidth);
+  for (const double g : gbps) fmt::print("{:>{}.2f}", g, kFieldWidth);
+  if (gbps.size() == 3) fmt::print("{:>{}.2f}", gbps[0] / gbps[2], kFieldWidth);
+  fmt::print("\n");
   std::fflush(stdout);
 }
 
@@ -135,17 +155,25 @@ void write_json(const std::string& path, const std::vector<Bandwidth>& all) {
   out << records.dump(1) << "\n";
 }
 
-// The measurement on this rank; with --all-ranks every rank runs it in step.
-std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, int rank_count) {
-  const int samples = o.iterations.value_or(kDefaultSamples);
-  const int measuring = o.all_ranks ? rank_count : 1;
-  const std::vector<std::size_t> sizes = size_steps(o.min_bytes, o.max_bytes, sizeof(float));
-  Buffer x, y, z;
+// One kernel of the table: a call on the bench's buffers, and whether the last
+// call's output is right.
+struct Kernel {
+  std::string name;
+  std::function<void()> call;
+  std::function<bool()> output_right;
+};
+
+struct Buffers {
+  Buffer x, y, z;  // z = x, z = x + y, z = the next rank's x (equal to this one's)
+};
+
+Buffers allocate(const MemcpyOptions& o, MPI_Comm comm, int rank_count) {
+  Buffers b;
   int allocated = 1;
   try {
-    x = make_buffer(o.max_bytes, 1.0f);
-    y = make_buffer(o.max_bytes, 2.0f);
-    z = make_buffer(o.max_bytes, 0.0f);
+    b.x = make_buffer(o.max_bytes, 1.0f);
+    b.y = make_buffer(o.max_bytes, 2.0f);
+    b.z = make_buffer(o.max_bytes, 0.0f);
   } catch (const std::bad_alloc&) {
     allocated = 0;
   }
@@ -156,54 +184,85 @@ std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, 
                                          o.max_bytes,
                                          o.all_ranks && rank_count > 1 ? " on every rank" : ""));
   }
+  return b;
+}
+
+// The kernels at one size. `cma_error` keeps the errno of a failed peer read.
+std::vector<Kernel> kernels(Buffers& b, const PeerReader* reader, std::size_t bytes,
+                            int& cma_error) {
+  const std::size_t n = bytes / sizeof(float);
+  std::vector<Kernel> k;
+  k.push_back({"memcpy", [&b, bytes] { std::memcpy(b.z.get(), b.x.get(), bytes); },
+               [&b, bytes] { return std::memcmp(b.z.get(), b.x.get(), bytes) == 0; }});
+  k.push_back({"reduce", [&b, n] { add_float32(b.z.get(), b.x.get(), b.y.get(), n); },
+               [&b, n] {
+                 for (std::size_t i = 0; i < n; ++i) {
+                   if (b.z[i] != b.x[i] + b.y[i]) return false;
+                 }
+                 return true;
+               }});
+  if (reader != nullptr) {
+    k.push_back({"cma",
+                 [&b, reader, bytes, &cma_error] {
+                   if (const int e = reader->read(b.z.get(), bytes); e != 0) cma_error = e;
+                 },
+                 [&b, bytes] { return std::memcmp(b.z.get(), b.x.get(), bytes) == 0; }});
+  }
+  return k;
+}
+
+// The measurement on this rank; with --all-ranks every rank runs it in step.
+std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, int rank_count) {
+  const int samples = o.iterations.value_or(kDefaultSamples);
+  const int measuring = o.all_ranks ? rank_count : 1;
+  Buffers buffers = allocate(o, comm, rank_count);
+  std::optional<PeerReader> reader;
+  if (o.cma) reader.emplace(comm, buffers.x.get());
   auto sync = [&] {
     if (o.all_ranks) MPI_Barrier(comm);
   };
   if (rank == 0) print_header(o, samples, rank_count);
 
   std::vector<Bandwidth> all;
-  for (const std::size_t bytes : sizes) {
-    const std::size_t n = bytes / sizeof(float);
+  for (const std::size_t bytes : size_steps(o.min_bytes, o.max_bytes, sizeof(float))) {
     const int reps = static_cast<int>(std::max<std::size_t>(1, kSampleBytes / bytes));
-    const auto copy = [&] { std::memcpy(z.get(), x.get(), bytes); };
-    const auto reduce = [&] { add_float32(z.get(), x.get(), y.get(), n); };
-    seconds_per_call(copy, reps);  // warm-up: caches, TLB, clock frequency
-    seconds_per_call(reduce, reps);
-    std::vector<double> copy_s;
-    std::vector<double> reduce_s;
+    int cma_error = 0;
+    const std::vector<Kernel> table =
+        kernels(buffers, reader ? &*reader : nullptr, bytes, cma_error);
+    for (const Kernel& k : table) seconds_per_call(k.call, reps);  // warm-up: caches, TLB, clock
+    std::vector<std::vector<double>> seconds(table.size());
     for (int s = 0; s < samples; ++s) {
-      sync();
-      copy_s.push_back(seconds_per_call(copy, reps));
-      sync();
-      reduce_s.push_back(seconds_per_call(reduce, reps));
+      for (std::size_t k = 0; k < table.size(); ++k) {
+        sync();
+        seconds[k].push_back(seconds_per_call(table[k].call, reps));
+      }
     }
-    // Use the results: the last timed call was a reduce; then one more copy.
+    // Use the results: each kernel once more, then its output checked.
     int ok = 1;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (z[i] != x[i] + y[i]) ok = 0;
+    for (const Kernel& k : table) {
+      k.call();
+      if (!k.output_right()) ok = 0;
     }
-    copy();
-    if (std::memcmp(z.get(), x.get(), bytes) != 0) ok = 0;
-
-    double gbps[2] = {static_cast<double>(bytes) / median(copy_s) / 1e9,
-                      static_cast<double>(bytes) / median(reduce_s) / 1e9};
+    std::vector<double> gbps;
+    for (const std::vector<double>& t : seconds) {
+      gbps.push_back(static_cast<double>(bytes) / median(t) / 1e9);
+    }
     if (o.all_ranks) {
-      double sum[2] = {0, 0};
-      MPI_Reduce(gbps, sum, 2, MPI_DOUBLE, MPI_SUM, 0, comm);
-      gbps[0] = sum[0] / rank_count;
-      gbps[1] = sum[1] / rank_count;
+      MPI_Allreduce(MPI_IN_PLACE, gbps.data(), static_cast<int>(gbps.size()), MPI_DOUBLE, MPI_SUM,
+                    comm);
+      for (double& g : gbps) g /= rank_count;
+      MPI_Allreduce(MPI_IN_PLACE, &cma_error, 1, MPI_INT, MPI_MAX, comm);
       MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
     }
-    if (!ok) {
-      throw std::runtime_error(fmt::format("memcpy: wrong result at {} bytes", bytes));
+    if (cma_error != 0) {
+      throw std::runtime_error(fmt::format("memcpy --cma: process_vm_readv failed at {} bytes: {}",
+                                           bytes, std::strerror(cma_error)));
     }
-    all.push_back({"memcpy", bytes, gbps[0], samples, measuring});
-    all.push_back({"reduce", bytes, gbps[1], samples, measuring});
-    if (rank == 0) {
-      fmt::print("{:<{}}{:>{}.2f}{:>{}.2f}\n", bytes, kSizeWidth, gbps[0], kFieldWidth, gbps[1],
-                 kFieldWidth);
-      std::fflush(stdout);
+    if (!ok) throw std::runtime_error(fmt::format("memcpy: wrong result at {} bytes", bytes));
+    for (std::size_t k = 0; k < table.size(); ++k) {
+      all.push_back({table[k].name, bytes, gbps[k], samples, measuring});
     }
+    if (rank == 0) print_row(bytes, gbps);
   }
   if (rank == 0 && !o.json_path.empty()) write_json(o.json_path, all);
   return all;

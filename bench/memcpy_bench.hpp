@@ -19,11 +19,14 @@ struct MemcpyOptions {
   // Every rank measures at once (synchronised sample by sample), as ranks sharing a
   // node's memory do in an allreduce; otherwise rank 0 measures alone.
   bool all_ranks = false;
+  // Also time process_vm_readv of the next rank's buffer (every rank at once; the
+  // ranks must share one node).
+  bool cma = false;
   std::string json_path;
 };
 
 struct Bandwidth {
-  std::string impl;  // "memcpy" or "reduce"
+  std::string impl;  // "memcpy", "reduce" or "cma"
   std::size_t bytes = 0;
   double gbps = 0;     // bytes / median time of one call, 1e9 bytes per GB; mean over ranks
   int iterations = 0;  // timed samples the median is taken over
