@@ -14,8 +14,8 @@
 //            has read letter k-2;
 //   no-done  counter without the "done" step (the same parity argument).
 // Build and run (nothing else running; the rows are µs per call, rank 0):
-//   g++ -O2 -std=c++20 -march=native -o /tmp/stamped_lines \
-//       bench/results-stamped-lines/stamped_lines.cpp && /tmp/stamped_lines
+//   g++ -O2 -std=c++20 -march=native -o /tmp/stamped_lines stamped_lines.cpp
+//   /tmp/stamped_lines
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -132,7 +132,8 @@ int main() {
   using Protocol = void (*)(const float*, float*, int);
   const Protocol protocols[] = {counter, lines, no_done};
   constexpr int kCalls = 20000;
-  if (me == 0) std::printf("bytes  counter_us  lines_us  no_done_us  counter/lines  counter/no_done\n");
+  if (me == 0)
+    std::printf("bytes  counter_us  lines_us  no_done_us  counter/lines  counter/no_done\n");
   for (int rep = 0; rep < 3; ++rep) {
     for (int n : {1, 4, 16, 64, 128, 256, kMaxFloats}) {
       double us[3];
