@@ -12,13 +12,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#ifndef PR_SET_PTRACER
-#define PR_SET_PTRACER 0x59616d61
-#endif
-#ifndef PR_SET_PTRACER_ANY
-#define PR_SET_PTRACER_ANY (static_cast<unsigned long>(-1))
-#endif
-
 namespace concord::bench {
 namespace {
 

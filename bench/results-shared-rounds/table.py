@@ -4,15 +4,11 @@ per size, each round size's % of the same-run roofline (per run → median) and 
 
     python3 table.py run-1.txt run-2.txt run-3.txt run-4.txt run-5.txt
 """
-import importlib.util
 import pathlib
 import sys
 
-_spec = importlib.util.spec_from_file_location(
-    "rounds_table", pathlib.Path(__file__).resolve().parent.parent / "results-rounds" / "table.py")
-rounds_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rounds_table)
-load, per_run, size_name = rounds_table.load, rounds_table.per_run, rounds_table.size_name
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "results-rounds"))
+from table import load, per_run, size_name  # noqa: E402  (the records' loader, shared)
 
 DEFAULT = "concord-shared:auto"
 VARIANTS = [("2 MiB", "concord-shared-r2:auto"), ("4 MiB", "concord-shared-r4:auto"),
