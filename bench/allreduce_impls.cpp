@@ -83,21 +83,22 @@ class SingleCopyOff {
 };
 
 // MPI_Allreduce on the same buffers; Avg as MPI_SUM plus one scale pass.
-Impl mpi_impl(const AllreduceOptions& o, const Communicator& comm) {
+Impl mpi_impl(const std::string& name, const AllreduceOptions& o, const Communicator& comm) {
   auto type = mpi_type(o.dtype);
   if (!type) {
     throw std::invalid_argument(
-        fmt::format("--impl mpi: this MPI has no datatype for {}; compare with another -T",
+        fmt::format("--impl {}: this MPI has no datatype for {}; compare with another -T", name,
                     to_string(o.dtype)));
   }
   if (o.op == ReduceOp::Avg && (o.dtype == DataType::Float16)) {
     throw std::invalid_argument(
-        "--impl mpi: -o avg is measured as MPI_SUM plus a scale, "
-        "which is not available for float16 here");
+        fmt::format("--impl {}: -o avg is measured as MPI_SUM plus a scale, "
+                    "which is not available for float16 here",
+                    name));
   }
   MPI_Comm world = comm.mpi_comm();
   const int p = comm.size();
-  return {"mpi", "mpi", [world, type, o, p](const void* s, void* r, std::size_t n) {
+  return {name, "mpi", [world, type, o, p](const void* s, void* r, std::size_t n) {
             MPI_Allreduce(s, r, static_cast<int>(n), *type, mpi_op(o.op), world);
             // MPI has no average: one scale pass, as concord does.
             if (o.op == ReduceOp::Avg) {
@@ -133,7 +134,7 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
     if (name == "concord") {
       add_concord_impls(impls, name, o, comm, false);
     } else if (name == "mpi") {
-      impls.push_back(mpi_impl(o, comm));
+      impls.push_back(mpi_impl(name, o, comm));
     } else if (name == "concord-copy") {
       for (Algorithm a : o.algorithms) {
         impls.push_back(
@@ -149,8 +150,7 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
     } else if (name == "mpi-shared") {
       // MPI_Allreduce on the same allocate_shared buffers as concord-shared:
       // whether MPI too gains from where the buffers lie.
-      Impl impl = mpi_impl(o, comm);
-      impl.name = name;
+      Impl impl = mpi_impl(name, o, comm);
       impl.on_shared = true;
       impls.push_back(impl);
     } else if (name == "roofline") {

@@ -69,11 +69,16 @@ struct AlignedFree {
 };
 using Buffer = std::unique_ptr<float[], AlignedFree>;
 
+// The value make_buffer(bytes, offset) puts at element i.
+float pattern(float offset, std::size_t i) {
+  return offset + static_cast<float>(i % 1009);
+}
+
 // Page-aligned, and every page written here, so page faults stay out of the timings.
 Buffer make_buffer(std::size_t bytes, float offset) {
   Buffer b(static_cast<float*>(::operator new[](bytes, std::align_val_t{4096})));
   for (std::size_t i = 0; i < bytes / sizeof(float); ++i) {
-    b[i] = offset + static_cast<float>(i % 1009);  // small integers: sums are exact
+    b[i] = pattern(offset, i);  // small integers: sums are exact
   }
   return b;
 }
@@ -131,12 +136,12 @@ void print_header(const MemcpyOptions& o, int samples, int rank_count) {
   std::fflush(stdout);
 }
 
-// One size's row: the kernels' bandwidths, and with --cma how many times faster
-// memcpy was than the peer read.
-void print_row(std::size_t bytes, const std::vector<double>& gbps) {
+// One size's row: the kernels' bandwidths (memcpy, reduce[, cma]), and with
+// --cma how many times faster memcpy was than the peer read.
+void print_row(std::size_t bytes, const std::vector<double>& gbps, bool cma) {
   fmt::print("{:<{}}", bytes, kSizeWidth);
   for (const double g : gbps) fmt::print("{:>{}.2f}", g, kFieldWidth);
-  if (gbps.size() == 3) fmt::print("{:>{}.2f}", gbps[0] / gbps[2], kFieldWidth);
+  if (cma) fmt::print("{:>{}.2f}", gbps[0] / gbps[2], kFieldWidth);
   fmt::print("\n");
   std::fflush(stdout);
 }
@@ -156,22 +161,28 @@ void write_json(const std::string& path, const std::vector<Bandwidth>& all) {
 }
 
 // One kernel of the table: a call on the bench's buffers, and whether the last
-// call's output is right.
+// call's output is what it should be.
 struct Kernel {
   std::string name;
   std::function<void()> call;
-  std::function<bool()> output_right;
+  std::function<bool()> output_ok;
 };
+
+// x's pattern starts at x_offset(rank): each rank's differs, so that a read of
+// the next rank's x is told apart from a read of one's own.
+float x_offset(int rank) {
+  return 1.0f + static_cast<float>(rank);
+}
 
 struct Buffers {
-  Buffer x, y, z;  // z = x, z = x + y, z = the next rank's x (equal to this one's)
+  Buffer x, y, z;  // z = x, z = x + y, z = the next rank's x
 };
 
-Buffers allocate(const MemcpyOptions& o, MPI_Comm comm, int rank_count) {
+Buffers allocate(const MemcpyOptions& o, MPI_Comm comm, int rank, int rank_count) {
   Buffers b;
   int allocated = 1;
   try {
-    b.x = make_buffer(o.max_bytes, 1.0f);
+    b.x = make_buffer(o.max_bytes, x_offset(rank));
     b.y = make_buffer(o.max_bytes, 2.0f);
     b.z = make_buffer(o.max_bytes, 0.0f);
   } catch (const std::bad_alloc&) {
@@ -187,35 +198,45 @@ Buffers allocate(const MemcpyOptions& o, MPI_Comm comm, int rank_count) {
   return b;
 }
 
-// The kernels at one size. `cma_error` keeps the errno of a failed peer read.
-std::vector<Kernel> kernels(Buffers& b, const PeerReader* reader, std::size_t bytes,
+// The kernels at one size. With a reader, `next_rank` is the rank it reads and
+// `cma_error` keeps the errno of a failed read; the kernels refer to it and to
+// `b`, so both must outlive them.
+std::vector<Kernel> kernels(Buffers& b, const PeerReader* reader, int next_rank, std::size_t bytes,
                             int& cma_error) {
   const std::size_t n = bytes / sizeof(float);
-  std::vector<Kernel> k;
-  k.push_back({"memcpy", [&b, bytes] { std::memcpy(b.z.get(), b.x.get(), bytes); },
-               [&b, bytes] { return std::memcmp(b.z.get(), b.x.get(), bytes) == 0; }});
-  k.push_back({"reduce", [&b, n] { add_float32(b.z.get(), b.x.get(), b.y.get(), n); },
-               [&b, n] {
-                 for (std::size_t i = 0; i < n; ++i) {
-                   if (b.z[i] != b.x[i] + b.y[i]) return false;
-                 }
-                 return true;
-               }});
+  std::vector<Kernel> table;
+  table.push_back({"memcpy", [&b, bytes] { std::memcpy(b.z.get(), b.x.get(), bytes); },
+                   [&b, bytes] { return std::memcmp(b.z.get(), b.x.get(), bytes) == 0; }});
+  table.push_back({"reduce", [&b, n] { add_float32(b.z.get(), b.x.get(), b.y.get(), n); },
+                   [&b, n] {
+                     for (std::size_t i = 0; i < n; ++i) {
+                       if (b.z[i] != b.x[i] + b.y[i]) return false;
+                     }
+                     return true;
+                   }});
   if (reader != nullptr) {
-    k.push_back({"cma",
-                 [&b, reader, bytes, &cma_error] {
-                   if (const int e = reader->read(b.z.get(), bytes); e != 0) cma_error = e;
-                 },
-                 [&b, bytes] { return std::memcmp(b.z.get(), b.x.get(), bytes) == 0; }});
+    table.push_back({"cma",
+                     [&b, reader, bytes, &cma_error] {
+                       if (const int e = reader->read(b.z.get(), bytes); e != 0) cma_error = e;
+                     },
+                     [&b, n, next_rank] {
+                       for (std::size_t i = 0; i < n; ++i) {
+                         if (b.z[i] != pattern(x_offset(next_rank), i)) return false;
+                       }
+                       return true;
+                     }});
   }
-  return k;
+  return table;
 }
 
 // The measurement on this rank; with --all-ranks every rank runs it in step.
 std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, int rank_count) {
   const int samples = o.iterations.value_or(kDefaultSamples);
   const int measuring = o.all_ranks ? rank_count : 1;
-  Buffers buffers = allocate(o, comm, rank_count);
+  if (o.cma && rank_count < 2) {  // before 3 buffers of max_bytes are made and touched
+    throw std::runtime_error("--cma needs at least 2 ranks (each reads the next one's buffer)");
+  }
+  Buffers buffers = allocate(o, comm, rank, rank_count);
   std::optional<PeerReader> reader;
   if (o.cma) reader.emplace(comm, buffers.x.get());
   auto sync = [&] {
@@ -228,8 +249,9 @@ std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, 
     const int reps = static_cast<int>(std::max<std::size_t>(1, kSampleBytes / bytes));
     int cma_error = 0;
     const std::vector<Kernel> table =
-        kernels(buffers, reader ? &*reader : nullptr, bytes, cma_error);
-    for (const Kernel& k : table) seconds_per_call(k.call, reps);  // warm-up: caches, TLB, clock
+        kernels(buffers, reader ? &*reader : nullptr, (rank + 1) % rank_count, bytes, cma_error);
+    // Warm-up: caches, TLB, clock frequency.
+    for (const Kernel& kernel : table) seconds_per_call(kernel.call, reps);
     std::vector<std::vector<double>> seconds(table.size());
     for (int s = 0; s < samples; ++s) {
       for (std::size_t k = 0; k < table.size(); ++k) {
@@ -239,9 +261,9 @@ std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, 
     }
     // Use the results: each kernel once more, then its output checked.
     int ok = 1;
-    for (const Kernel& k : table) {
-      k.call();
-      if (!k.output_right()) ok = 0;
+    for (const Kernel& kernel : table) {
+      kernel.call();
+      if (!kernel.output_ok()) ok = 0;
     }
     std::vector<double> gbps;
     for (const std::vector<double>& t : seconds) {
@@ -262,7 +284,7 @@ std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, 
     for (std::size_t k = 0; k < table.size(); ++k) {
       all.push_back({table[k].name, bytes, gbps[k], samples, measuring});
     }
-    if (rank == 0) print_row(bytes, gbps);
+    if (rank == 0) print_row(bytes, gbps, o.cma);
   }
   if (rank == 0 && !o.json_path.empty()) write_json(o.json_path, all);
   return all;
@@ -275,7 +297,7 @@ std::vector<Bandwidth> run_memcpy_bench(const MemcpyOptions& o, MPI_Comm comm) {
   int rank_count = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &rank_count);
-  if (o.all_ranks) return measure(o, comm, rank, rank_count);
+  if (o.all_ranks || o.cma) return measure(o, comm, rank, rank_count);
   // Rank 0 measures alone. The others wait without spinning (MPICH's blocking calls
   // busy-poll a core), and rank 0 joins them whatever happened, so none is left waiting.
   std::vector<Bandwidth> all;

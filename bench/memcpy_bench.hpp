@@ -1,6 +1,8 @@
 // The memory-bandwidth roofline that allreduce results are judged against: for each
 // size, the bandwidth one core gets from memcpy and from one float32 reduce pass
-// (dst = a + b), the two things an allreduce step does to its bytes.
+// (dst = a + b), the two things an allreduce step does to its bytes; with --cma also
+// from process_vm_readv of another rank's buffer, which concord's single-copy path
+// does instead of a copy through shared memory.
 #pragma once
 
 #include <mpi.h>
@@ -19,8 +21,8 @@ struct MemcpyOptions {
   // Every rank measures at once (synchronised sample by sample), as ranks sharing a
   // node's memory do in an allreduce; otherwise rank 0 measures alone.
   bool all_ranks = false;
-  // Also time process_vm_readv of the next rank's buffer (every rank at once; the
-  // ranks must share one node).
+  // Also time process_vm_readv of the next rank's buffer (every rank at once, as
+  // with all_ranks; the ranks must share one node).
   bool cma = false;
   std::string json_path;
 };

@@ -1,15 +1,18 @@
 #include "peer_reader.hpp"
 
+#include "transport/peer_reads.hpp"
+
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <sys/prctl.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 namespace concord::bench {
@@ -20,11 +23,28 @@ struct Published {
   std::uint64_t address;
 };
 
-// The same answer on every rank, so that all throw or none.
-void check_on_all(MPI_Comm comm, bool ok, const std::string& why) {
-  int all_ok = ok ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, comm);
-  if (!all_ok) throw std::runtime_error(ok ? "--cma: " + why + " (on another rank)" : why);
+// Where any rank failed: the message of the lowest failing rank, thrown on every
+// rank, so that all leave together and whichever rank prints says what happened.
+void agree(MPI_Comm comm, const std::string& error) {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int first_failed = error.empty() ? size : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, comm);
+  if (first_failed == size) return;
+  std::array<char, 512> message{};
+  if (rank == first_failed) {
+    std::snprintf(message.data(), message.size(), "%s", error.c_str());
+  }
+  MPI_Bcast(message.data(), static_cast<int>(message.size()), MPI_CHAR, first_failed, comm);
+  throw std::runtime_error(fmt::format("--cma: rank {}: {}", first_failed, message.data()));
+}
+
+// Refused by policy (ptrace rules, seccomp) rather than broken: the caller's test
+// skips on the first, and fails on anything else.
+bool refused_by_policy(int error) {
+  return error == EPERM || error == EACCES || error == ENOSYS;
 }
 
 }  // namespace
@@ -46,37 +66,33 @@ PeerReader::PeerReader(MPI_Comm comm, const void* mine) {
     throw std::runtime_error(
         fmt::format("--cma: the {} ranks must share one node (this one has {})", size, node_size));
   }
-  // Yama's ptrace_scope 1 lets only a process's ancestors read it, unless it says
-  // otherwise (EINVAL: no Yama, nothing to allow).
-  const bool allowed = ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0 || errno == EINVAL;
-  check_on_all(comm, allowed,
-               fmt::format("--cma: prctl(PR_SET_PTRACER): {}", std::strerror(errno)));
+  // The library's own calls, so that what is timed is what concord does.
+  agree(comm, detail::allow_peer_reads());
+  MPI_Barrier(comm);  // every rank allows reads before any reads
   const Published own{static_cast<std::int64_t>(::getpid()), reinterpret_cast<std::uint64_t>(mine)};
   std::vector<Published> all(static_cast<std::size_t>(size));
   MPI_Allgather(&own, sizeof own, MPI_BYTE, all.data(), sizeof own, MPI_BYTE, comm);
-  const Published& next = all[static_cast<std::size_t>((rank + 1) % size)];
-  peer_pid_ = static_cast<pid_t>(next.pid);
-  peer_address_ = next.address;
+  const int next = (rank + 1) % size;
+  peer_pid_ = static_cast<pid_t>(all[static_cast<std::size_t>(next)].pid);
+  peer_address_ = all[static_cast<std::size_t>(next)].address;
   char probe[4];
   const int error = read(probe, sizeof probe);
-  check_on_all(comm, error == 0,
-               fmt::format("--cma: process_vm_readv from rank {} refused: {} (the kernel's "
-                           "ptrace policy, /proc/sys/kernel/yama/ptrace_scope, or a "
-                           "container's seccomp profile forbids cross-memory attach)",
-                           (rank + 1) % size, std::strerror(error)));
+  std::string why;
+  if (error != 0) {
+    why = fmt::format("process_vm_readv from rank {} {}: {}", next,
+                      refused_by_policy(error) ? "refused" : "failed", std::strerror(error));
+    if (refused_by_policy(error)) {
+      why +=
+          " (the kernel's ptrace policy, /proc/sys/kernel/yama/ptrace_scope, or a container's "
+          "seccomp profile forbids cross-memory attach)";
+    }
+  }
+  agree(comm, why);
 }
 
 int PeerReader::read(void* to, std::size_t bytes) const {
-  // A read may stop short (at a page the kernel could not pin): go on from there.
-  for (std::size_t done = 0; done < bytes;) {
-    iovec local{static_cast<char*>(to) + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(peer_address_ + done), bytes - done};
-    const ssize_t got = ::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
-    if (got < 0) return errno;
-    if (got == 0) return EFAULT;
-    done += static_cast<std::size_t>(got);
-  }
-  return 0;
+  return detail::read_process_memory(peer_pid_, to, reinterpret_cast<const void*>(peer_address_),
+                                     bytes);
 }
 
 }  // namespace concord::bench

@@ -18,11 +18,14 @@ class PeerReader {
   // Collective over `comm`, whose ranks must share one node (at least 2 of
   // them): allows peers to read this process, publishes `mine` (this rank's
   // buffer, read by the previous rank) and tries one read of the next rank's.
-  // Throws std::runtime_error on every rank, naming the cause, where any fails.
+  // Where any rank fails, throws std::runtime_error on every rank with the
+  // lowest failing rank's reason ("refused" where the kernel's policy forbids
+  // the reads, "failed" otherwise).
   PeerReader(MPI_Comm comm, const void* mine);
 
-  // Copies `bytes` from the start of the next rank's buffer to `to`. Returns
-  // the errno of a failed read, 0 on success.
+  // Copies `bytes` from the start of the next rank's buffer to `to`, as
+  // concord's single-copy path does (detail::read_process_memory). Returns the
+  // errno of a failed read, 0 on success.
   int read(void* to, std::size_t bytes) const;
 
  private:

@@ -1,17 +1,38 @@
-import sys, statistics, collections
-def load(path):
-    rows = collections.defaultdict(dict)
+"""Two concord impls of the same runs (bench/results-direct-done/no-done.diff): per size, the
+first impl's time over the second's and MPI's over the second's (per run → median), and the
+second's median latency.
+
+    python3 cmp.py concord-old:auto concord:auto mpich-1.txt mpich-2.txt mpich-3.txt mpich-4.txt
+"""
+import pathlib
+import statistics
+import sys
+
+# The records' loader and formatting, shared with the other result folders.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "results-rounds"))
+import table as rounds_table  # noqa: E402
+
+
+def latencies(path):
+    """{size: {impl: latency us}}: rows without a roofline column, which load() skips."""
+    rows = {}
     for line in open(path):
-        p = line.split()
-        if len(p) >= 5 and p[0].isdigit():
-            rows[int(p[0])][p[3]] = float(p[1])
+        fields = line.split()
+        if len(fields) >= 5 and fields[0].isdigit():
+            rows.setdefault(int(fields[0]), {})[fields[3]] = float(fields[1])
     return rows
-def pr(v): return ' / '.join(f'{x:.2f}' for x in v) + f' -> {statistics.median(v):.2f}'
-d, n_runs, old, new = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-for m in ['mpich', 'ompi']:
-    runs = [load(f'{d}/{m}-{r}.txt') for r in range(1, n_runs + 1)]
-    print(m)
+
+
+def main(old, new, files):
+    runs = [latencies(f) for f in files]
+    print(f"| size | {old} / {new}, per run → median | MPI / {new}, per run → median | {new} µs |")
+    print("|---:|---|---|---:|")
     for n in sorted(runs[0]):
-        o = [r[n][old] / r[n][new] for r in runs]
-        mp = [r[n]['mpi'] / r[n][new] for r in runs]
-        print(f'{n:>9} old/new {pr(o)}   mpi/new {pr(mp)}   new us {statistics.median(r[n][new] for r in runs):.2f}')
+        ratio = [r[n][old] / r[n][new] for r in runs]
+        mpi = [r[n]["mpi"] / r[n][new] for r in runs]
+        print(f"| {rounds_table.size_name(n)} | {rounds_table.per_run(ratio, 2)} |"
+              f" {rounds_table.per_run(mpi, 2)} | {statistics.median(r[n][new] for r in runs):.2f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3:])

@@ -2,13 +2,16 @@
 per size, each round size's % of the same-run roofline (per run → median) and the default's
 (1 MiB rounds) time over its time (per run → median; above 1: the round size was faster).
 
-    python3 table.py run-1.txt run-2.txt run-3.txt run-4.txt run-5.txt
+    python3 sizes.py run-1.txt run-2.txt run-3.txt run-4.txt run-5.txt
 """
 import pathlib
 import sys
 
+# The records' loader and formatting, shared with the other result folders.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "results-rounds"))
-from table import load, per_run, size_name  # noqa: E402  (the records' loader, shared)
+import table as rounds_table  # noqa: E402
+
+load, per_run, size_name = rounds_table.load, rounds_table.per_run, rounds_table.size_name
 
 DEFAULT = "concord-shared:auto"
 VARIANTS = [("2 MiB", "concord-shared-r2:auto"), ("4 MiB", "concord-shared-r4:auto"),
