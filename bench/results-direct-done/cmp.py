@@ -13,25 +13,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "results
 import table as rounds_table  # noqa: E402
 
 
-def latencies(path):
-    """{size: {impl: latency us}}: rows without a roofline column, which load() skips."""
-    rows = {}
-    for line in open(path):
-        fields = line.split()
-        if len(fields) >= 5 and fields[0].isdigit():
-            rows.setdefault(int(fields[0]), {})[fields[3]] = float(fields[1])
-    return rows
-
-
 def main(old, new, files):
-    runs = [latencies(f) for f in files]
+    runs = [rounds_table.load(f) for f in files]  # {size: {impl: (µs, roofline %)}}
     print(f"| size | {old} / {new}, per run → median | MPI / {new}, per run → median | {new} µs |")
     print("|---:|---|---|---:|")
     for n in sorted(runs[0]):
-        ratio = [r[n][old] / r[n][new] for r in runs]
-        mpi = [r[n]["mpi"] / r[n][new] for r in runs]
+        ratio = [r[n][old][0] / r[n][new][0] for r in runs]
+        mpi = [r[n]["mpi"][0] / r[n][new][0] for r in runs]
         print(f"| {rounds_table.size_name(n)} | {rounds_table.per_run(ratio, 2)} |"
-              f" {rounds_table.per_run(mpi, 2)} | {statistics.median(r[n][new] for r in runs):.2f} |")
+              f" {rounds_table.per_run(mpi, 2)} | {statistics.median(r[n][new][0] for r in runs):.2f} |")
 
 
 if __name__ == "__main__":

@@ -11,12 +11,13 @@ import sys
 
 
 def load(path):
-    """{size: {impl: (latency us, % of roofline)}} from one concord-bench output."""
+    """{size: {impl: (latency us, % of roofline)}} from one concord-bench output; the % is
+    None in a run without the roofline (rows of 5 fields)."""
     rows = collections.defaultdict(dict)
     for line in open(path):
         p = line.split()
-        if len(p) >= 6 and p[0].isdigit():
-            rows[int(p[0])][p[3]] = (float(p[1]), float(p[5]))
+        if len(p) >= 5 and p[0].isdigit():
+            rows[int(p[0])][p[3]] = (float(p[1]), float(p[5]) if len(p) >= 6 else None)
     return rows
 
 
