@@ -169,7 +169,6 @@ int run_memcpy(MemcpyArgs& a) {
   std::tie(a.o.min_bytes, a.o.max_bytes) = concord::bench::parse_size_range(a.sizes);
   concord::bench::size_steps(a.o.min_bytes, a.o.max_bytes, sizeof(float));  // checks -m
   if (a.iterations > 0) a.o.iterations = a.iterations;
-  if (a.o.cma) a.o.all_ranks = true;  // the peer's buffer must be there while it is read
   concord::bench::run_memcpy_bench(a.o, MPI_COMM_WORLD);
   return 0;
 }

@@ -233,9 +233,6 @@ std::vector<Kernel> kernels(Buffers& b, const PeerReader* reader, int next_rank,
 std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, int rank_count) {
   const int samples = o.iterations.value_or(kDefaultSamples);
   const int measuring = o.all_ranks ? rank_count : 1;
-  if (o.cma && rank_count < 2) {  // before 3 buffers of max_bytes are made and touched
-    throw std::runtime_error("--cma needs at least 2 ranks (each reads the next one's buffer)");
-  }
   Buffers buffers = allocate(o, comm, rank, rank_count);
   std::optional<PeerReader> reader;
   if (o.cma) reader.emplace(comm, buffers.x.get());
@@ -292,12 +289,15 @@ std::vector<Bandwidth> measure(const MemcpyOptions& o, MPI_Comm comm, int rank, 
 
 }  // namespace
 
-std::vector<Bandwidth> run_memcpy_bench(const MemcpyOptions& o, MPI_Comm comm) {
+std::vector<Bandwidth> run_memcpy_bench(const MemcpyOptions& options, MPI_Comm comm) {
   int rank = 0;
   int rank_count = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &rank_count);
-  if (o.all_ranks || o.cma) return measure(o, comm, rank, rank_count);
+  // --cma reads the peers' buffers, so every rank takes part (and they measure in step).
+  MemcpyOptions o = options;
+  o.all_ranks = o.all_ranks || o.cma;
+  if (o.all_ranks) return measure(o, comm, rank, rank_count);
   // Rank 0 measures alone. The others wait without spinning (MPICH's blocking calls
   // busy-poll a core), and rank 0 joins them whatever happened, so none is left waiting.
   std::vector<Bandwidth> all;

@@ -25,11 +25,7 @@ struct Published {
 
 // Where any rank failed: the message of the lowest failing rank, thrown on every
 // rank, so that all leave together and whichever rank prints says what happened.
-void agree(MPI_Comm comm, const std::string& error) {
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+void agree(MPI_Comm comm, int rank, int size, const std::string& error) {
   int first_failed = error.empty() ? size : rank;
   MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, comm);
   if (first_failed == size) return;
@@ -67,7 +63,7 @@ PeerReader::PeerReader(MPI_Comm comm, const void* mine) {
         fmt::format("--cma: the {} ranks must share one node (this one has {})", size, node_size));
   }
   // The library's own calls, so that what is timed is what concord does.
-  agree(comm, detail::allow_peer_reads());
+  agree(comm, rank, size, detail::allow_peer_reads());
   MPI_Barrier(comm);  // every rank allows reads before any reads
   const Published own{static_cast<std::int64_t>(::getpid()), reinterpret_cast<std::uint64_t>(mine)};
   std::vector<Published> all(static_cast<std::size_t>(size));
@@ -87,7 +83,7 @@ PeerReader::PeerReader(MPI_Comm comm, const void* mine) {
           "seccomp profile forbids cross-memory attach)";
     }
   }
-  agree(comm, why);
+  agree(comm, rank, size, why);
 }
 
 int PeerReader::read(void* to, std::size_t bytes) const {

@@ -52,17 +52,18 @@ void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
 // Local rank 0's heap size serves the node (ShmArena::create); where ranks
 // asked for different sizes, local rank 0 says so once.
 void warn_if_heap_sizes_differ(const CommunicatorState& state, std::size_t requested) {
-  MPI_Comm local = state.topology.local.get();
-  unsigned long long mine = requested, least = 0, most = 0;
-  check_mpi(MPI_Allreduce(&mine, &least, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, local),
+  // The largest request and the complement of the smallest, in one call.
+  const unsigned long long mine = requested;
+  unsigned long long most[2] = {mine, ~mine};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
+                          state.topology.local.get()),
             "MPI_Allreduce", state.rank);
-  check_mpi(MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, local), "MPI_Allreduce",
-            state.rank);
-  if (least != most && state.topology.local_rank == 0) {
+  const unsigned long long least = ~most[1];
+  if (least != most[0] && state.topology.local_rank == 0) {
     fmt::print(stderr,
                "concord: rank {}: CONCORD_SHM_HEAP_BYTES differs between the ranks of this node "
                "({} to {} bytes); every rank's heap is local rank 0's, {} bytes\n",
-               state.rank, least, most, mine);
+               state.rank, least, most[0], mine);
   }
 }
 
