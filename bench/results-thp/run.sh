@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Transparent huge pages for the benchmark's buffers: the machine's THP mode switched
-# between "madvise" (this VM's setting: malloc'd buffers get 4 KiB pages) and "always"
-# (2 MiB pages), alternating, REPEATS rounds. Each round runs, in each mode,
-# `concord-bench memcpy --cma` (memcpy against process_vm_readv of the next rank's
-# buffer) and `concord-bench allreduce --impl concord,concord-shared,mpi,roofline`,
-# 2 ranks pinned, MPICH. Needs root; the mode found at the start is put back on exit.
+# Transparent huge pages and cross-memory reads: the machine's THP mode switched between
+# "madvise" (this VM's setting: buffers that do not ask for huge pages get 4 KiB pages) and
+# "always" (2 MiB pages where the kernel has them), alternating, REPEATS rounds. Each
+# round runs, in each mode, `concord-bench memcpy --cma` (memcpy against process_vm_readv
+# of the next rank's buffer) and `concord-bench allreduce --impl
+# concord,concord-shared,mpi,roofline`, 2 ranks pinned, MPICH. memcpy's buffers follow the mode; the allreduce's already ask for
+# huge pages, so there the mode changes only MPI's own memory. Needs root; the mode found
+# at the start is put back on exit.
 #   bench/results-thp/run.sh [REPEATS] [OUTDIR]
 #   python3 bench/results-thp/table.py OUTDIR
 set -euo pipefail
@@ -12,21 +14,46 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 repeats=${1:-3}
 out=${2:-$here}
+[[ $repeats =~ ^[0-9]+$ ]] ||
+  { echo "results-thp/run.sh: REPEATS must be a count of rounds, got '$repeats'" >&2; exit 2; }
 knob=/sys/kernel/mm/transparent_hugepage/enabled
-[[ -w $knob ]] || { echo "results-thp/run.sh: needs root and $knob" >&2; exit 2; }
-was=$(sed -E 's/.*\[([a-z]+)\].*/\1/' "$knob")
+[[ -w $knob ]] || { echo "results-thp/run.sh: needs root and a writable $knob" >&2; exit 2; }
+was=$(sed -nE 's/.*\[([a-z+]+)\].*/\1/p' "$knob")
+[[ -n $was ]] || { echo "results-thp/run.sh: cannot read the current mode from $knob" >&2; exit 2; }
 trap 'echo "$was" > "$knob"' EXIT
 bench=${BUILD_DIR:-$root/build}/concord-bench
 mkdir -p "$out"
+# The mode in force and the most anonymous memory in huge pages seen during the run (the
+# machine's total, sampled every 0.1 s; buffers get them only where the kernel has a free
+# 2 MiB page at the fault).
+stamp() { # FILE COMMAND...
+  local file=$1 flag status=0
+  shift
+  { uptime; echo "# THP: $(cat "$knob")"; } >"$file"
+  flag=$(mktemp)
+  (peak=0
+    while [[ -e $flag ]]; do
+      kb=$(awk '/^AnonHugePages:/ {print $2}' /proc/meminfo)
+      ((kb > peak)) && peak=$kb
+      sleep 0.1
+    done
+    echo "# AnonHugePages, peak during the run: $peak kB") >"$file.peak" &
+  "$@" >>"$file" 2>&1 || status=$?
+  rm -f "$flag"
+  wait
+  cat "$file.peak" >>"$file"
+  rm -f "$file.peak"
+  uptime >>"$file"
+  return "$status"
+}
 for ((r = 1; r <= repeats; r++)); do
   modes=(madvise always)
   ((r % 2 == 0)) && modes=(always madvise)
   for mode in "${modes[@]}"; do
     echo "$mode" > "$knob"
-    { uptime; mpiexec.mpich -n 2 -bind-to core "$bench" memcpy --cma -m 256K:64M -i 9; uptime; } \
-      >"$out/memcpy-$mode-$r.txt" 2>&1
-    { uptime; mpiexec.mpich -n 2 -bind-to core "$bench" allreduce \
-        --impl concord,concord-shared,mpi,roofline -m 256K:64M; uptime; } \
-      >"$out/allreduce-$mode-$r.txt" 2>&1
+    stamp "$out/memcpy-$mode-$r.txt" \
+      mpiexec.mpich -n 2 -bind-to core "$bench" memcpy --cma -m 256K:64M -i 9
+    stamp "$out/allreduce-$mode-$r.txt" mpiexec.mpich -n 2 -bind-to core "$bench" allreduce \
+      --impl concord,concord-shared,mpi,roofline -m 256K:64M
   done
 done

@@ -1,59 +1,87 @@
-"""Tables of run.sh's outputs, THP "madvise" (4 KiB pages) against "always" (2 MiB):
-memcpy's time over process_vm_readv's (cma) per run, and for the allreduce concord's
-share of the roofline on ordinary and on shared buffers and MPICH's time over concord's.
+"""Tables of run.sh's outputs, THP "madvise" against "always": memcpy's time over
+process_vm_readv's (cma) per run, and for the allreduce concord's share of the roofline on
+ordinary and on shared buffers and MPICH's time over concord's.
     python3 bench/results-thp/table.py OUTDIR"""
 import pathlib
+import re
 import statistics
 import sys
 
-out = pathlib.Path(sys.argv[1])
 MODES = ("madvise", "always")
+IMPLS = ("concord:auto", "concord-shared:auto", "mpi", "roofline")
 
 
 def rows(path):
     """Numeric lines of a concord-bench table, as lists of fields."""
     lines = [l.split() for l in path.read_text().splitlines()]
-    return [f for f in lines if f and f[0].isdigit()]
+    found = [f for f in lines if f and f[0].isdigit()]
+    if not found:
+        sys.exit(f"{path}: no table rows (did the run fail?)")
+    return found
 
 
-def runs(kind, mode):
-    files = sorted(out.glob(f"{kind}-{mode}-*.txt"))
+def runs(out, kind, mode):
+    """Every run of one kind and mode, in the order of their run numbers."""
+    files = [(int(m[1]), f) for f in out.glob(f"{kind}-{mode}-*.txt")
+             if (m := re.fullmatch(rf"{kind}-{mode}-(\d+)", f.stem))]
     if not files:
-        sys.exit(f"{out}: no {kind}-{mode}-*.txt")
-    return [rows(f) for f in files]
+        sys.exit(f"{out}: no {kind}-{mode}-N.txt")
+    return [(f, rows(f)) for _, f in sorted(files)]
+
+
+def same_sizes(per_mode):
+    """The sizes every run has; a run missing one is an error, named."""
+    sizes = None
+    for mode in MODES:
+        for f, table in per_mode[mode]:
+            if sizes is None:
+                sizes = sorted(table)
+            elif sorted(table) != sizes:
+                sys.exit(f"{f}: sizes differ from the other runs'")
+    return sizes
 
 
 def cell(values, fmt):
     return " / ".join(fmt.format(v) for v in values) + " → " + fmt.format(statistics.median(values))
 
 
-def memcpy_table():
+def memcpy_table(out):
+    per_mode = {m: [(f, {int(r[0]): float(r[4]) for r in table})
+                    for f, table in runs(out, "memcpy", m)] for m in MODES}
     print("| size | memcpy / cma, madvise: per run → median | ... always |")
     print("|---:|---|---|")
-    per_mode = {m: [{int(f[0]): float(f[4]) for f in run} for run in runs("memcpy", m)] for m in MODES}
-    for size in sorted(per_mode["madvise"][0]):
-        print(f"| {size >> 10} KiB | " +
-              " | ".join(cell([run[size] for run in per_mode[m]], "{:.2f}") for m in MODES) + " |")
+    for size in same_sizes(per_mode):
+        cells = [cell([t[size] for _, t in per_mode[m]], "{:.2f}") for m in MODES]
+        print(f"| {size >> 10} KiB | " + " | ".join(cells) + " |")
 
 
-def allreduce_table():
-    def measures(run):
-        t = {(int(f[0]), f[3]): float(f[1]) for f in run}
-        return {s: (100 * t[(s, "roofline")] / t[(s, "concord:auto")],
-                    100 * t[(s, "roofline")] / t[(s, "concord-shared:auto")],
-                    t[(s, "mpi")] / t[(s, "concord:auto")])
-                for (s, impl) in t if impl == "concord:auto"}
-    per_mode = {m: [measures(run) for run in runs("allreduce", m)] for m in MODES}
+def allreduce_measures(f, table):
+    t = {(int(r[0]), r[3]): float(r[1]) for r in table}
+    result = {}
+    for size in sorted({s for s, _ in t}):
+        missing = [i for i in IMPLS if (size, i) not in t]
+        if missing:
+            sys.exit(f"{f}: size {size} lacks {', '.join(missing)}")
+        c, shared, mpi, roof = (t[(size, i)] for i in IMPLS)
+        result[size] = (100 * roof / c, 100 * roof / shared, mpi / c)
+    return result
+
+
+def allreduce_table(out):
+    per_mode = {m: [(f, allreduce_measures(f, table)) for f, table in runs(out, "allreduce", m)]
+                for m in MODES}
     names = ("concord % of roofline", "concord-shared % of roofline", "MPICH / concord")
-    head = " | ".join(f"{n}, {m}" for n in names for m in MODES)
-    print(f"| size | {head} |")
+    print("| size | " + " | ".join(f"{n}, {m}" for n in names for m in MODES) + " |")
     print("|---:|" + "---|" * (2 * len(names)))
-    for size in sorted(per_mode["madvise"][0]):
-        cells = [cell([run[size][k] for run in per_mode[m]], "{:.0f}" if k < 2 else "{:.2f}")
+    for size in same_sizes(per_mode):
+        cells = [cell([t[size][k] for _, t in per_mode[m]], "{:.0f}" if k < 2 else "{:.2f}")
                  for k in range(len(names)) for m in MODES]
         print(f"| {size >> 10} KiB | " + " | ".join(cells) + " |")
 
 
-memcpy_table()
+if len(sys.argv) != 2:
+    sys.exit(__doc__)
+out_dir = pathlib.Path(sys.argv[1])
+memcpy_table(out_dir)
 print()
-allreduce_table()
+allreduce_table(out_dir)
