@@ -164,7 +164,7 @@ TEST_CASE("device-path variables", "[config]") {
   CHECK(defaults.nccl);
   CHECK(defaults.nccl_library.empty());
   CHECK(defaults.pointer_cache_entries == 4096);
-  CHECK(defaults.cuda_ipc_region_bytes == 8u << 20);
+  CHECK(defaults.cuda_ipc_region_bytes == 32u << 20);
   CHECK_FALSE(defaults.cuda_direct_bytes.has_value());  // the tuning table's
   CHECK(defaults.cuda_staging_bytes == 4u << 20);
 
