@@ -14,25 +14,27 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 repeats=${1:-3}
 out=${2:-$here}
-[[ $repeats =~ ^[0-9]+$ ]] ||
-  { echo "results-thp/run.sh: REPEATS must be a count of rounds, got '$repeats'" >&2; exit 2; }
+[[ $repeats =~ ^[1-9][0-9]*$ ]] ||
+  { echo "results-thp/run.sh: REPEATS must be a count of rounds (1 or more), got '$repeats'" >&2
+    exit 2; }
 knob=/sys/kernel/mm/transparent_hugepage/enabled
 [[ -w $knob ]] || { echo "results-thp/run.sh: needs root and a writable $knob" >&2; exit 2; }
 was=$(sed -nE 's/.*\[([a-z+]+)\].*/\1/p' "$knob")
 [[ -n $was ]] || { echo "results-thp/run.sh: cannot read the current mode from $knob" >&2; exit 2; }
-trap 'echo "$was" > "$knob"' EXIT
+flag=""  # while it exists, stamp()'s sampler polls; removed on every exit path too
+trap 'rm -f "$flag"; echo "$was" > "$knob"' EXIT
 bench=${BUILD_DIR:-$root/build}/concord-bench
 mkdir -p "$out"
 # The mode in force and the most anonymous memory in huge pages seen during the run (the
 # machine's total, sampled every 0.1 s; buffers get them only where the kernel has a free
 # 2 MiB page at the fault).
 stamp() { # FILE COMMAND...
-  local file=$1 flag status=0
+  local file=$1 status=0
   shift
-  { uptime; echo "# THP: $(cat "$knob")"; } >"$file"
+  { uptime; echo "# THP: $(cat "$knob"), defrag: $(cat "${knob%/*}/defrag")"; } >"$file"
   flag=$(mktemp)
   (peak=0
-    while [[ -e $flag ]]; do
+    while [[ -e $flag ]] && kill -0 $$ 2>/dev/null; do
       kb=$(awk '/^AnonHugePages:/ {print $2}' /proc/meminfo)
       ((kb > peak)) && peak=$kb
       sleep 0.1
@@ -40,11 +42,14 @@ stamp() { # FILE COMMAND...
     echo "# AnonHugePages, peak during the run: $peak kB") >"$file.peak" &
   "$@" >>"$file" 2>&1 || status=$?
   rm -f "$flag"
-  wait
-  cat "$file.peak" >>"$file"
+  wait || true
+  cat "$file.peak" >>"$file" 2>/dev/null || true
   rm -f "$file.peak"
   uptime >>"$file"
-  return "$status"
+  if ((status != 0)); then
+    echo "results-thp/run.sh: $* failed (status $status); its output is in $file" >&2
+    return "$status"
+  fi
 }
 for ((r = 1; r <= repeats; r++)); do
   modes=(madvise always)

@@ -1,5 +1,5 @@
-"""Tables of run.sh's outputs, THP "madvise" against "always": memcpy's time over
-process_vm_readv's (cma) per run, and for the allreduce concord's share of the roofline on
+"""Tables of run.sh's outputs, THP "madvise" against "always": process_vm_readv's (cma) time
+over memcpy's per run (memcpy GB/s over cma GB/s), and for the allreduce concord's share of the roofline on
 ordinary and on shared buffers and MPICH's time over concord's.
     python3 bench/results-thp/table.py OUTDIR"""
 import pathlib
@@ -11,34 +11,40 @@ MODES = ("madvise", "always")
 IMPLS = ("concord:auto", "concord-shared:auto", "mpi", "roofline")
 
 
-def rows(path):
-    """Numeric lines of a concord-bench table, as lists of fields."""
+def rows(path, fields):
+    """Numeric lines of a concord-bench table, as lists of at least `fields` fields."""
     lines = [l.split() for l in path.read_text().splitlines()]
     found = [f for f in lines if f and f[0].isdigit()]
     if not found:
         sys.exit(f"{path}: no table rows (did the run fail?)")
+    short = [f for f in found if len(f) < fields]
+    if short:
+        sys.exit(f"{path}: a row with fewer than {fields} fields: {' '.join(short[0])}")
     return found
 
 
-def runs(out, kind, mode):
+def runs(out, kind, mode, fields):
     """Every run of one kind and mode, in the order of their run numbers."""
     files = [(int(m[1]), f) for f in out.glob(f"{kind}-{mode}-*.txt")
              if (m := re.fullmatch(rf"{kind}-{mode}-(\d+)", f.stem))]
     if not files:
         sys.exit(f"{out}: no {kind}-{mode}-N.txt")
-    return [(f, rows(f)) for _, f in sorted(files)]
+    return [(f, rows(f, fields)) for _, f in sorted(files)]
 
 
 def same_sizes(per_mode):
-    """The sizes every run has; a run missing one is an error, named."""
-    sizes = None
+    """The sizes of every run, which must all have the same sizes and the modes the same
+    number of runs; a run that lacks a size is named with it."""
+    counts = {mode: len(per_mode[mode]) for mode in MODES}
+    if len(set(counts.values())) != 1:
+        sys.exit(f"runs per mode differ: {counts} (an interrupted run.sh?)")
+    every = sorted({s for mode in MODES for _, table in per_mode[mode] for s in table})
     for mode in MODES:
         for f, table in per_mode[mode]:
-            if sizes is None:
-                sizes = sorted(table)
-            elif sorted(table) != sizes:
-                sys.exit(f"{f}: sizes differ from the other runs'")
-    return sizes
+            missing = [s for s in every if s not in table]
+            if missing:
+                sys.exit(f"{f}: no row for {', '.join(map(str, missing))} bytes")
+    return every
 
 
 def cell(values, fmt):
@@ -47,10 +53,11 @@ def cell(values, fmt):
 
 def memcpy_table(out):
     per_mode = {m: [(f, {int(r[0]): float(r[4]) for r in table})
-                    for f, table in runs(out, "memcpy", m)] for m in MODES}
+                    for f, table in runs(out, "memcpy", m, 5)] for m in MODES}
+    sizes = same_sizes(per_mode)
     print("| size | memcpy / cma, madvise: per run → median | ... always |")
     print("|---:|---|---|")
-    for size in same_sizes(per_mode):
+    for size in sizes:
         cells = [cell([t[size] for _, t in per_mode[m]], "{:.2f}") for m in MODES]
         print(f"| {size >> 10} KiB | " + " | ".join(cells) + " |")
 
@@ -68,12 +75,13 @@ def allreduce_measures(f, table):
 
 
 def allreduce_table(out):
-    per_mode = {m: [(f, allreduce_measures(f, table)) for f, table in runs(out, "allreduce", m)]
+    per_mode = {m: [(f, allreduce_measures(f, table)) for f, table in runs(out, "allreduce", m, 4)]
                 for m in MODES}
     names = ("concord % of roofline", "concord-shared % of roofline", "MPICH / concord")
+    sizes = same_sizes(per_mode)
     print("| size | " + " | ".join(f"{n}, {m}" for n in names for m in MODES) + " |")
     print("|---:|" + "---|" * (2 * len(names)))
-    for size in same_sizes(per_mode):
+    for size in sizes:
         cells = [cell([t[size][k] for _, t in per_mode[m]], "{:.0f}" if k < 2 else "{:.2f}")
                  for k in range(len(names)) for m in MODES]
         print(f"| {size >> 10} KiB | " + " | ".join(cells) + " |")
