@@ -104,7 +104,8 @@ struct Config {
   // CONCORD_CUDA_IPC_REGION_BYTES: each of a rank's four IPC device regions, one
   // round of the device node algorithm. 32 MiB: every round costs a stream
   // synchronisation and a meeting on the host (measured on an H100, docs/GPU.md),
-  // so larger rounds carry large messages faster, at 128 MiB of device memory a rank.
+  // so larger rounds carry large messages faster, at 128 MiB of device memory a rank
+  // for each communicator that runs device collectives on a node.
   std::size_t cuda_ipc_region_bytes = 32ull << 20;
   // CONCORD_CUDA_DIRECT_BYTES: device messages up to this size take the
   // one-synchronisation IPC path (each rank reduces everything). Unset: the
