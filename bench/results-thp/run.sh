@@ -4,9 +4,9 @@
 # "always" (2 MiB pages where the kernel has them), alternating, REPEATS rounds. Each
 # round runs, in each mode, `concord-bench memcpy --cma` (memcpy against process_vm_readv
 # of the next rank's buffer) and `concord-bench allreduce --impl
-# concord,concord-shared,mpi,roofline`, 2 ranks pinned, MPICH. memcpy's buffers follow the mode; the allreduce's already ask for
-# huge pages, so there the mode changes only MPI's own memory. Needs root; the mode found
-# at the start is put back on exit.
+# concord,concord-shared,mpi,roofline`, 2 ranks pinned, MPICH. memcpy's buffers follow the
+# mode; the allreduce's already ask for huge pages, so there the mode changes only MPI's own
+# memory. Needs root; the mode found at the start is put back on exit.
 #   bench/results-thp/run.sh [REPEATS] [OUTDIR]
 #   python3 bench/results-thp/table.py OUTDIR
 set -euo pipefail

@@ -1,11 +1,14 @@
 """Tables of run.sh's outputs, THP "madvise" against "always": process_vm_readv's (cma) time
-over memcpy's per run (memcpy GB/s over cma GB/s), and for the allreduce concord's share of the roofline on
-ordinary and on shared buffers and MPICH's time over concord's.
+over memcpy's per run (memcpy GB/s over cma GB/s), and for the allreduce concord's share of the
+roofline on ordinary and on shared buffers and MPICH's time over concord's.
     python3 bench/results-thp/table.py OUTDIR"""
 import pathlib
 import re
-import statistics
 import sys
+
+# The per-run → median formatting shared with the other result folders.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "results-rounds"))
+import table as rounds_table  # noqa: E402
 
 MODES = ("madvise", "always")
 IMPLS = ("concord:auto", "concord-shared:auto", "mpi", "roofline")
@@ -47,10 +50,6 @@ def same_sizes(per_mode):
     return every
 
 
-def cell(values, fmt):
-    return " / ".join(fmt.format(v) for v in values) + " → " + fmt.format(statistics.median(values))
-
-
 def memcpy_table(out):
     per_mode = {m: [(f, {int(r[0]): float(r[4]) for r in table})
                     for f, table in runs(out, "memcpy", m, 5)] for m in MODES}
@@ -58,7 +57,7 @@ def memcpy_table(out):
     print("| size | memcpy / cma, madvise: per run → median | ... always |")
     print("|---:|---|---|")
     for size in sizes:
-        cells = [cell([t[size] for _, t in per_mode[m]], "{:.2f}") for m in MODES]
+        cells = [rounds_table.per_run([t[size] for _, t in per_mode[m]], 2) for m in MODES]
         print(f"| {size >> 10} KiB | " + " | ".join(cells) + " |")
 
 
@@ -82,7 +81,7 @@ def allreduce_table(out):
     print("| size | " + " | ".join(f"{n}, {m}" for n in names for m in MODES) + " |")
     print("|---:|" + "---|" * (2 * len(names)))
     for size in sizes:
-        cells = [cell([t[size][k] for _, t in per_mode[m]], "{:.0f}" if k < 2 else "{:.2f}")
+        cells = [rounds_table.per_run([t[size][k] for _, t in per_mode[m]], 0 if k < 2 else 2)
                  for k in range(len(names)) for m in MODES]
         print(f"| {size >> 10} KiB | " + " | ".join(cells) + " |")
 
