@@ -15,20 +15,31 @@ from records import load_script  # noqa: E402
 late = load_script("2026-11-24-late")  # load(), ratios(), and results-rounds' per_run
 
 
-def main(d, repeats):
-    configs = {"one-step": "scheduler, one piece", "pieces": "scheduler, 1 MiB pieces",
-               "one-step-c": "a core per host, one piece",
-               "pieces-c": "a core per host, 1 MiB pieces"}
+CONFIGS = {"one-step": "scheduler, one piece", "pieces": "scheduler, 1 MiB pieces",
+           "one-step-c": "a core per host, one piece",
+           "pieces-c": "a core per host, 1 MiB pieces"}
+TARGET = 1.35
+
+
+def main(d, repeats, configs=CONFIGS):
+    """The table for DIR/CONFIG-R.txt, R = 1..REPEATS, then per configuration how many
+    per-size runs reach the target."""
     loaded = {c: [late.load(f"{d}/{c}-{r}.txt") for r in range(1, repeats + 1)]
               for c in configs}
     print("| size | configuration | best flat / Hierarchical, per run → median |"
           " Hierarchical ms, median |")
     print("|---:|---|---|---:|")
-    for n in sorted(loaded["pieces"][0]):
+    reached = {c: [0, 0] for c in configs}
+    for n in sorted(next(iter(loaded.values()))[0]):
         for c, name in configs.items():
             values = [late.ratios(run)[n][0] for run in loaded[c]]
+            reached[c][0] += sum(v >= TARGET for v in values)
+            reached[c][1] += len(values)
             ms = statistics.median(run[n]["hierarchical"] for run in loaded[c]) / 1000
             print(f"| {n >> 20} MiB | {name} | {late.per_run(values, 2)} | {ms:.1f} |")
+    print()
+    for c, name in configs.items():
+        print(f"{name}: {reached[c][0]} of {reached[c][1]} per-size runs at {TARGET} or more")
 
 
 if __name__ == "__main__":
