@@ -1,16 +1,16 @@
 """comm.Allreduce of numpy arrays from mpi4py, checked against numpy; run under
 mpiexec with libconcord_mpi preloaded (the verbose report then shows the calls
-taken). Prints 'skipped: ...' and exits 77 where mpi4py is missing or was built
-for another MPI than EXPECT_MPI (MPICH or OpenMPI)."""
+taken). Prints 'skipped: ...' and exits 77 where mpi4py or numpy is missing (both
+come with scripts/install-python, which CI runs after the first ctest stage) or
+mpi4py was built for another MPI than EXPECT_MPI (MPICH or OpenMPI)."""
 import os
 import sys
 
-import numpy as np
-
 try:
     import mpi4py
+    import numpy as np
 except ImportError as e:
-    print(f"skipped: mpi4py is not installed ({e})")
+    print(f"skipped: mpi4py test: mpi4py or numpy is not installed ({e})")
     sys.exit(77)
 
 

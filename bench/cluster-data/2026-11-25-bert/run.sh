@@ -6,19 +6,28 @@
 # cluster (tests/cluster; torn down on exit).
 #   bench/cluster-data/2026-11-25-bert/run.sh [REPEATS] [OUTDIR] [LINKS...]
 #   python3 bench/cluster-data/2026-11-25-in-place/table.py OUTDIR
+# SHAPES="2x1 2x2" (2026-11-27-bert-shapes) runs each of these shapes in every round
+# instead, the order reversed in even rounds, into LINK-bert_base-SHAPE-R.txt (table:
+# add the argument `shape`); without it, 2x1 into LINK-bert_base-default-R.txt.
 set -euo pipefail
 default_items=(none 10gbit)
 source "$(dirname "$0")/../record_args.sh"
 export CONCORD_CLUSTER=${CONCORD_CLUSTER:-bert}
+read -r -a shapes <<<"${SHAPES:-2x1}"
 trap '"$cluster/cluster-down"' EXIT
 "$cluster/cluster-up" 2 none
 mkdir -p "$out"
 for link in "${items[@]}"; do
   "$cluster/cluster-link" "$link"
   for ((r = 1; r <= repeats; r++)); do
-    { uptime; "$cluster/mpirun" -t 900 2x1 "${BUILD_DIR:-$root/build}/concord-bench" fusion \
-        --model "$root/../shared/data/bert_base_gradients.tsv" \
-        --impl fused,flat,mpi-per-tensor -i 5 -x 1
-      uptime; } >"$out/$link-bert_base-default-$r.txt" 2>&1
+    order=("${shapes[@]}")
+    ((r % 2)) || for ((i = 0; i < ${#shapes[@]}; i++)); do order[i]=${shapes[-1 - i]}; done
+    for shape in "${order[@]}"; do
+      name=${SHAPES:+$shape}
+      { uptime; "$cluster/mpirun" -t 900 "$shape" "${BUILD_DIR:-$root/build}/concord-bench" fusion \
+          --model "$root/../shared/data/bert_base_gradients.tsv" \
+          --impl fused,flat,mpi-per-tensor -i 5 -x 1
+        uptime; } >"$out/$link-bert_base-${name:-default}-$r.txt" 2>&1
+    done
   done
 done
