@@ -153,7 +153,7 @@ void EngineCore::validate(const Work& w) const {
   }
 }
 
-std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works) {
+std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works, bool whole_group) {
   for (const auto& w : works) validate(*w);
   for (const auto& w : works) {
     if (w->tensor.device == Device::Cuda && w->tensor.count > 0) {
@@ -179,10 +179,13 @@ std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works)
     for (auto& w : works) {
       in_flight_.emplace(w->name, w);
       w->enqueued = Clock::now();
+      w->in_whole_group = whole_group;
       queue_.push_back(w);
       handles.push_back(Handle(w));
     }
+    start_now_ = start_now_ || (whole_group && !works.empty());
   }
+  if (whole_group) wake_.notify_all();
   return handles;
 }
 
@@ -244,17 +247,25 @@ void EngineCore::cycles() {
                         config().transport_timeout_s, cycle_time_ms_ / 1000);
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(cycle_time_ms_));
+  // Tensors of whole groups given to the negotiator and not yet agreed (engine
+  // thread only): while there are any, the next cycle starts at once. Its first
+  // exchange then waits for the slowest rank's next cycle, polling gently.
+  std::size_t group_tensors_waiting = 0;
   for (;;) {
     const auto start = Clock::now();
     std::vector<std::shared_ptr<Work>> fresh;
     {
       std::lock_guard lock(mutex_);
       fresh.swap(queue_);
+      start_now_ = false;
     }
+    for (const auto& w : fresh) group_tensors_waiting += w->in_whole_group ? 1 : 0;
     const bool stopping = stop_requested_;
     // Peers may already be gone when we shut down: do not wait for ever. An
     // exception here ends the cycles (loop() fails the pending handles).
     Negotiator::Outcome out = negotiator.cycle(std::move(fresh), stopping, stopping ? 10.0 : 0.0);
+    for (const auto& w : out.ready) group_tensors_waiting -= w->in_whole_group ? 1 : 0;
+    for (const auto& [w, error] : out.failed) group_tensors_waiting -= w->in_whole_group ? 1 : 0;
     for (auto& [w, error] : out.failed) complete(w, error);
     if (!out.ready.empty()) {
       try {
@@ -274,7 +285,9 @@ void EngineCore::cycles() {
     }
     if (out.shutdown) break;
     std::unique_lock lock(mutex_);
-    wake_.wait_until(lock, start + cycle, [&] { return stop_requested_.load(); });
+    wake_.wait_until(lock, start + cycle, [&] {
+      return stop_requested_.load() || start_now_ || group_tensors_waiting > 0;
+    });
   }
 }
 

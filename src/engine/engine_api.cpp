@@ -93,7 +93,7 @@ std::vector<Handle> Engine::enqueue_grouped_allreduce(const std::vector<std::str
     }
     works.push_back(make_work(names[i], tensors[i], sig, std::move(each)));
   }
-  return core_->submit(std::move(works));
+  return core_->submit(std::move(works), /*whole_group=*/true);
 }
 
 Handle Engine::enqueue_broadcast(const std::string& name, TensorView tensor, int root,

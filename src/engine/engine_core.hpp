@@ -42,8 +42,13 @@ class EngineCore {
   EngineCore(const Communicator& comm, const EngineOptions& options);
   ~EngineCore();
 
-  // Validates and queues `works` atomically (all or none); throws Error.
-  std::vector<Handle> submit(std::vector<std::shared_ptr<Work>> works);
+  // Validates and queues `works` atomically (all or none); throws Error. A
+  // `whole_group` (every tensor the caller will send for now, as a grouped
+  // allreduce is) starts the next cycle at once instead of after the cycle time,
+  // and cycles follow each other at once until the group is agreed (a peer that
+  // submits later joins on its own submit): the cycle time exists to gather
+  // tensors that arrive one by one, and none will join these.
+  std::vector<Handle> submit(std::vector<std::shared_ptr<Work>> works, bool whole_group = false);
   // Requests the stop and joins the engine thread, except on one of the
   // engine's own threads (a completion callback), where it only requests it:
   // a later shutdown() from another thread, or the destructor, joins.
@@ -107,10 +112,12 @@ class EngineCore {
   DeviceBucketStatePtr device_buckets_;  // device fusion buffer and stream, made on first use
   TaskThread packer_;
 
-  // Guards queue_, in_flight_, stopped_, stop_error_; stop_requested_ is set under it.
+  // Guards queue_, start_now_, in_flight_, stopped_, stop_error_; stop_requested_
+  // is set under it.
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::shared_ptr<Work>> queue_;
+  bool start_now_ = false;  // queue_ holds a whole group: cycle without waiting
   // Every work submitted and not yet completed, wherever it is (queue_, the
   // negotiator, a bucket): the engine fails what is left here when it stops.
   std::unordered_map<std::string, std::shared_ptr<Work>> in_flight_;

@@ -68,6 +68,9 @@ struct Work {
   Completion done;
   Clock::time_point enqueued = Clock::now();
   bool announced = false;  // negotiated by name, not by cache bit (engine thread only)
+  // Part of a whole group (a grouped allreduce): the engine cycles without
+  // waiting out its cycle time until the group's tensors are agreed.
+  bool in_whole_group = false;
   // Device tensors: an event recorded on the tensor's stream at enqueue; the
   // engine's device work waits for it (engine/device_buckets.hpp).
   std::shared_ptr<cuda::Event> ready;
