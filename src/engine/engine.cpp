@@ -248,9 +248,14 @@ void EngineCore::cycles() {
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(cycle_time_ms_));
   // Tensors of whole groups given to the negotiator and not yet agreed (engine
-  // thread only): while there are any, the next cycle starts at once. Its first
-  // exchange then waits for the slowest rank's next cycle, polling gently.
+  // thread only). While there are any, for one cycle time after the last group
+  // arrived, the next cycle starts at once: a peer whose timer cycle met this
+  // rank's group before its own submit is then answered as soon as it submits.
+  // Past that window the usual pace resumes, so a group that cannot complete (a
+  // peer that is far behind, or groups that differ between ranks) costs no more
+  // polling than the cycles did before.
   std::size_t group_tensors_waiting = 0;
+  Clock::time_point hurry_until{};
   for (;;) {
     const auto start = Clock::now();
     std::vector<std::shared_ptr<Work>> fresh;
@@ -259,7 +264,11 @@ void EngineCore::cycles() {
       fresh.swap(queue_);
       start_now_ = false;
     }
-    for (const auto& w : fresh) group_tensors_waiting += w->in_whole_group ? 1 : 0;
+    for (const auto& w : fresh) {
+      if (!w->in_whole_group) continue;
+      ++group_tensors_waiting;
+      hurry_until = start + cycle;
+    }
     const bool stopping = stop_requested_;
     // Peers may already be gone when we shut down: do not wait for ever. An
     // exception here ends the cycles (loop() fails the pending handles).
@@ -284,10 +293,9 @@ void EngineCore::cycles() {
       }
     }
     if (out.shutdown) break;
+    if (group_tensors_waiting > 0 && Clock::now() < hurry_until) continue;
     std::unique_lock lock(mutex_);
-    wake_.wait_until(lock, start + cycle, [&] {
-      return stop_requested_.load() || start_now_ || group_tensors_waiting > 0;
-    });
+    wake_.wait_until(lock, start + cycle, [&] { return stop_requested_.load() || start_now_; });
   }
 }
 

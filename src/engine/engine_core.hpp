@@ -43,11 +43,11 @@ class EngineCore {
   ~EngineCore();
 
   // Validates and queues `works` atomically (all or none); throws Error. A
-  // `whole_group` (every tensor the caller will send for now, as a grouped
-  // allreduce is) starts the next cycle at once instead of after the cycle time,
-  // and cycles follow each other at once until the group is agreed (a peer that
-  // submits later joins on its own submit): the cycle time exists to gather
-  // tensors that arrive one by one, and none will join these.
+  // `whole_group` (a grouped allreduce: the caller sends these together) starts
+  // the next cycle at once instead of after the cycle time, and for one cycle
+  // time cycles follow each other at once until the group is agreed (a peer that
+  // submits its part later starts its own cycle then): the cycle time exists to
+  // gather tensors that arrive one by one, and these came together.
   std::vector<Handle> submit(std::vector<std::shared_ptr<Work>> works, bool whole_group = false);
   // Requests the stop and joins the engine thread, except on one of the
   // engine's own threads (a completion callback), where it only requests it:

@@ -164,8 +164,8 @@ std::vector<std::uint64_t> Negotiator::exchange_bits(std::vector<std::uint64_t> 
 }
 
 // Why the transport's deadline (plus one cycle) fits every negotiation wait, the
-// first exchange of a cycle included: every rank's engine thread cycles every
-// cycle_time_ms whether or not its application submits anything
+// first exchange of a cycle included: every rank's engine thread cycles at least
+// every cycle_time_ms whether or not its application submits anything
 // (EngineCore::cycles), so the exchanges never wait for the application (a
 // validation pass, a checkpoint, a slow input pipeline). A live peer enters the
 // next exchange once it has slept out its cycle (added to the limit) and
