@@ -1,5 +1,5 @@
-// When the engine's cycles start: a grouped allreduce (every tensor the caller
-// has for now) is negotiated at once, not after the cycle time, which exists to
+// When the engine's cycles start: a grouped allreduce (tensors the caller sends
+// together) is negotiated at once, not after the cycle time, which exists to
 // gather tensors that arrive one by one. With a cycle time of seconds, calls in
 // lockstep would each wait about a cycle if the group waited for it.
 #include <catch2/catch.hpp>
