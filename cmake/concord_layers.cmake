@@ -19,7 +19,7 @@ set(concord_uses_collectives core reduce transport)
 set(concord_uses_device core cuda transport)
 set(concord_uses_dispatch core cuda reduce transport collectives device)
 # Not transport: only the dispatch layer constructs transports. (collectives for
-# message_view.hpp's Segment; its algorithms' headers need transport, so they fail.)
+# shared/message_view.hpp's TensorSpan; its algorithms' headers need transport, so they fail.)
 set(concord_uses_engine core cuda reduce collectives device dispatch)
 
 # Compile settings every layer shares (and the library's own link needs).

@@ -3,7 +3,7 @@
 // return, bitwise identical everywhere. They speak only the Transport verbs.
 #pragma once
 
-#include "collectives/message_view.hpp"
+#include "collectives/shared/message_view.hpp"
 #include "reduce/executor.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"
@@ -52,7 +52,7 @@ struct SharedLimits {
   std::size_t single_copy_bytes = SIZE_MAX;
   std::size_t single_copy_round_bytes = 0;  // a single-copy round's size (at least a region)
   // Past single_copy_bytes, time both paths per size class and keep the faster
-  // (collectives/shared_path_choice.hpp); false: single copy throughout.
+  // (collectives/shared/path_choice.hpp); false: single copy throughout.
   bool measure_single_copy = true;
 };
 void allreduce_shared(SharedArena& node, const MessageView& src, const MessageView& dst,

@@ -14,11 +14,11 @@
 // reduce-scatters piece k+1 and allgathers piece k-1, so only the first
 // piece's reduce-scatter and the last one's allgather are not hidden behind
 // the network (at 2 hosts x 2 ranks over 1 Gbit/s, the two phases took about
-// 10 ms of 90 at 8 MiB; bench/RESULTS.md, "Hierarchical: the node's phases
+// 10 ms of 90 at 8 MiB; RESULTS.md at tag records-2026-11-27, "Hierarchical: the node's phases
 // behind the network").
 #include "collectives/algorithms.hpp"
 #include "collectives/block_partition.hpp"
-#include "collectives/shared_rounds.hpp"
+#include "collectives/shared/rounds.hpp"
 
 #include <algorithm>
 #include <future>
@@ -155,7 +155,7 @@ void allreduce_hierarchical(SharedArena* node, int shard_owners, const InterNode
                             const void* src, void* dst, std::size_t count,
                             const ReduceContext& ctx) {
   const auto owners = static_cast<std::size_t>(shard_owners);
-  // Shards and slices on 64-byte boundaries (see allreduce_shared.cpp).
+  // Shards and slices on 64-byte boundaries (see shared/allreduce_shared.cpp).
   const std::size_t quantum = line_quantum(ctx.elem_size);
   const BlockPartition shards(count, owners, quantum);
   const std::size_t local_rank = node != nullptr ? static_cast<std::size_t>(node->rank()) : 0;

@@ -38,7 +38,7 @@ struct CommunicatorState {
   // what Hierarchical's network thread needs. Agreed when the communicator is made.
   bool every_rank_thread_multiple = false;
   // The node's shared-memory arena, made by the first collective that needs it
-  // (collectives/node_arena.cpp); null when that failed or is switched off.
+  // (collectives/shared/node_arena.cpp); null when that failed or is switched off.
   // Collectives on one communicator are serialised, as in MPI.
   mutable std::shared_ptr<SharedArena> arena;
   mutable bool arena_attempted = false;

@@ -52,7 +52,7 @@ struct Config {
   // table's hierarchical_piece_bytes.
   std::optional<std::size_t> hierarchical_piece_bytes;
   // CONCORD_SHM_PHASE_TIMES=1: the shared-memory allreduce times its steps
-  // (collectives/shared_phases.hpp); for concord-bench's breakdown.
+  // (collectives/shared/phases.hpp); for concord-bench's breakdown.
   bool shm_phase_times = false;
   // CONCORD_SHM_CMA=0: no single-copy reads (process_vm_readv) between the
   // ranks of a node; large shared-memory messages are copied through the segment.
@@ -60,7 +60,7 @@ struct Config {
   // CONCORD_SHM_HEAP_BYTES: each rank's shared heap, from which
   // concord::allocate_shared hands out buffers its node's peers use in
   // place. Address space only until buffers are allocated; 0: no heap.
-  // Unset: default_heap_bytes() in collectives/node_arena.hpp.
+  // Unset: default_heap_bytes() in collectives/shared/node_arena.hpp.
   std::optional<std::size_t> shm_heap_bytes;
   // CONCORD_SHM_PATH_CHOICE: `measure` (the default) times single-copy and
   // copied rounds per size class from shm_single_copy_bytes on and keeps the

@@ -8,7 +8,7 @@
 //   - otherwise (IPC off or failed): Staged, pinned host memory in chunks around
 //     the host paths.
 #include "collectives/algorithms.hpp"
-#include "collectives/message_view.hpp"
+#include "collectives/shared/message_view.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/config.hpp"
 #include "device/device_path.hpp"

@@ -2,7 +2,7 @@
 #include "dispatch/dispatch.hpp"
 
 #include "collectives/algorithms.hpp"
-#include "collectives/node_arena.hpp"
+#include "collectives/shared/node_arena.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/communicator_state.hpp"
 #include "core/config.hpp"

@@ -6,7 +6,7 @@
 // chunks all come here; nothing here calls back up into the public API.
 #pragma once
 
-#include "collectives/message_view.hpp"
+#include "collectives/shared/message_view.hpp"
 
 #include <concord/allreduce.hpp>
 #include <concord/communicator.hpp>

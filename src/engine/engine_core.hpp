@@ -91,7 +91,7 @@ class EngineCore {
   void run_allgather(Work& work);
   void run_alltoall(Work& work);
   void run_reducescatter(Work& work);
-  // Checks what alltoall, reducescatter and join need (engine_ops.cpp).
+  // Checks what alltoall, reducescatter and join need (engine_validate.cpp).
   void validate_rows(const Work& work) const;
   void validate_reduction(const Work& work) const;
   // Throws ErrorCode::InvalidArgument naming the tensor: "Engine: tensor 'x': what".

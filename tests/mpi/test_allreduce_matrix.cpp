@@ -14,7 +14,7 @@
 
 #include <concord/concord.hpp>
 
-#include "collectives/shared_path_counts.hpp"
+#include "collectives/shared/path_counts.hpp"
 #include "mpi/cma_probe.hpp"
 #include "mpi/test_support.hpp"
 

@@ -9,7 +9,7 @@
 #include <concord/concord.hpp>
 
 #include "collectives/algorithms.hpp"
-#include "collectives/node_arena.hpp"
+#include "collectives/shared/node_arena.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/communicator_state.hpp"
 #include "mpi/test_support.hpp"

@@ -8,7 +8,7 @@
 // show copy rounds and no single-copy rounds. Each rank prints "rank R: ok".
 #include <concord/concord.hpp>
 
-#include "collectives/shared_path_counts.hpp"
+#include "collectives/shared/path_counts.hpp"
 #include "mpi/cma_probe.hpp"
 
 #include <cerrno>

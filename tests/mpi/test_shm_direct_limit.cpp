@@ -13,8 +13,8 @@
 
 #include <concord/concord.hpp>
 
-#include "collectives/node_arena.hpp"
-#include "collectives/shared_path_counts.hpp"
+#include "collectives/shared/node_arena.hpp"
+#include "collectives/shared/path_counts.hpp"
 #include "core/communicator_state.hpp"
 #include "mpi/test_support.hpp"
 

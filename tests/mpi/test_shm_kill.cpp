@@ -10,7 +10,7 @@
 // buffer on every rank), how many peer reads were in place (IN_PLACE).
 #include <concord/concord.hpp>
 
-#include "collectives/shared_path_counts.hpp"
+#include "collectives/shared/path_counts.hpp"
 #include "mpi/cma_probe.hpp"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The measured choice between single-copy and copied rounds for large messages
-// (collectives/shared_path_choice.hpp), on the ranks of one node. Every message
+// (collectives/shared/path_choice.hpp), on the ranks of one node. Every message
 // must be right (against a reference computed here); the library's path
 // counters show which path each message of one size class took: the first
 // kSamplesPerPath single copy, the next as many copied rounds, the next single
@@ -14,8 +14,8 @@
 #include <catch2/catch.hpp>
 #include <concord/concord.hpp>
 
-#include "collectives/shared_path_choice.hpp"
-#include "collectives/shared_path_counts.hpp"
+#include "collectives/shared/path_choice.hpp"
+#include "collectives/shared/path_counts.hpp"
 #include "mpi/cma_probe.hpp"
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The shared heap's bookkeeping, against a page-by-page model kept by the test.
 #include <catch2/catch.hpp>
 
-#include "collectives/node_arena.hpp"
+#include "collectives/shared/node_arena.hpp"
 #include "transport/heap_ranges.hpp"
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "collectives/message_view.hpp"
+#include "collectives/shared/message_view.hpp"
 
 #include <cstddef>
 #include <vector>

@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "collectives/algorithms.hpp"
-#include "collectives/message_view.hpp"
+#include "collectives/shared/message_view.hpp"
 #include "reduce/host_executor.hpp"
 #include "transport/shared_arena.hpp"
 

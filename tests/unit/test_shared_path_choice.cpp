@@ -1,10 +1,10 @@
-// The measured path choice's state machine (collectives/shared_path_choice.hpp)
+// The measured path choice's state machine (collectives/shared/path_choice.hpp)
 // on boards held here, two "ranks" stepped in lockstep with times the test
 // chooses: what is explored, what is chosen, and that a new measurement
 // replaces the last one.
 #include <catch2/catch.hpp>
 
-#include "collectives/shared_path_choice.hpp"
+#include "collectives/shared/path_choice.hpp"
 
 #include <array>
 #include <vector>

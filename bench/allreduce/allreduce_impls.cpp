@@ -1,0 +1,180 @@
+#include "allreduce/allreduce_impls.hpp"
+#include "common/elements.hpp"
+
+#include "core/communicator_state.hpp"
+#include "transport/shm_arena.hpp"
+
+#include <concord/allreduce.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace concord::bench {
+namespace {
+
+// The memory roofline: the least traffic that produces an allreduce's output on a
+// rank is reading its input once and writing its output once. Every rank copies
+// its n bytes from the input to the output buffer (glibc memcpy, which switches
+// to non-temporal stores past its cache threshold, as a tuned copy would), timed
+// the same way as the allreduces: barrier-aligned rounds, all ranks at once,
+// interleaved size by size.
+Impl roofline_impl(std::size_t esize) {
+  return {"roofline", "memcpy",
+          [esize](const void* s, void* r, std::size_t n) { std::memcpy(r, s, n * esize); }, false};
+}
+
+}  // namespace
+
+#if CONCORD_BENCH_NCCL
+// The implementations on device buffers; nccl is skipped, with the reason, where
+// it cannot run.
+std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicator& comm,
+                                    DeviceBench& device) {
+  std::vector<Impl> impls;
+  for (const std::string& name : o.impls) {
+    if (name == "concord") {
+      for (Algorithm a : o.algorithms) {
+        impls.push_back({name, std::string(to_string(a)), device.concord_impl(o, a)});
+      }
+    } else if (name == "mpi") {
+      impls.push_back({name, "mpi-host-staged", device.mpi_staged_impl(o)});
+    } else if (name == "nccl") {
+      std::string why;
+      if (auto run = device.nccl_impl(o, &why)) {
+        impls.push_back({name, "nccl", *run});
+      } else if (comm.rank() == 0) {
+        fmt::print(stderr, "concord-bench: skipping nccl: {}\n", why);
+      }
+    } else {
+      throw std::invalid_argument("--impl: unknown implementation '" + name +
+                                  "' (accepted: concord, mpi, nccl; roofline is host only)");
+    }
+  }
+  if (impls.empty()) throw std::invalid_argument("--impl: nothing left to run");
+  return impls;
+}
+#endif
+
+namespace {
+
+// `concord-copy`: concord's own calls with single-copy reads switched off on
+// this communicator's arena for their duration (every rank runs the same impl
+// at the same time, so all agree), i.e. the copy-in/copy-out path, interleaved
+// with the default one in the same run.
+class SingleCopyOff {
+ public:
+  explicit SingleCopyOff(const Communicator& comm)
+      : arena_(dynamic_cast<detail::ShmArena*>(comm.state().arena.get())),
+        was_(arena_ != nullptr && arena_->can_read_peer()) {
+    if (arena_ != nullptr) arena_->set_peer_reads(false);
+  }
+  ~SingleCopyOff() {
+    if (arena_ != nullptr) arena_->set_peer_reads(was_);
+  }
+  SingleCopyOff(const SingleCopyOff&) = delete;
+  SingleCopyOff& operator=(const SingleCopyOff&) = delete;
+
+ private:
+  detail::ShmArena* arena_;
+  bool was_;
+};
+
+// MPI_Allreduce on the same buffers; Avg as MPI_SUM plus one scale pass.
+Impl mpi_impl(const std::string& name, const AllreduceOptions& o, const Communicator& comm) {
+  auto type = mpi_type(o.dtype);
+  if (!type) {
+    throw std::invalid_argument(
+        fmt::format("--impl {}: this MPI has no datatype for {}; compare with another -T", name,
+                    to_string(o.dtype)));
+  }
+  if (o.op == ReduceOp::Avg && (o.dtype == DataType::Float16)) {
+    throw std::invalid_argument(
+        fmt::format("--impl {}: -o avg is measured as MPI_SUM plus a scale, "
+                    "which is not available for float16 here",
+                    name));
+  }
+  MPI_Comm world = comm.mpi_comm();
+  const int p = comm.size();
+  return {name, "mpi", [world, type, o, p](const void* s, void* r, std::size_t n) {
+            MPI_Allreduce(s, r, static_cast<int>(n), *type, mpi_op(o.op), world);
+            // MPI has no average: one scale pass, as concord does.
+            if (o.op == ReduceOp::Avg) {
+              if (o.dtype == DataType::Float32) {
+                auto* f = static_cast<float*>(r);
+                for (std::size_t i = 0; i < n; ++i) f[i] *= 1.0f / static_cast<float>(p);
+              } else {
+                auto* d = static_cast<double*>(r);
+                for (std::size_t i = 0; i < n; ++i) d[i] *= 1.0 / p;
+              }
+            }
+          }};
+}
+
+// concord's allreduce on `comm`, one impl per requested algorithm.
+void add_concord_impls(std::vector<Impl>& impls, const std::string& name, const AllreduceOptions& o,
+                       const Communicator& comm, bool on_shared) {
+  for (Algorithm a : o.algorithms) {
+    impls.push_back({name, std::string(to_string(a)),
+                     [&comm, o, a](const void* s, void* r, std::size_t n) {
+                       allreduce(s, r, n, o.dtype, o.op, comm, {a});
+                     },
+                     true, on_shared});
+  }
+}
+
+}  // namespace
+
+std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm,
+                             const Communicator& shared_comm) {
+  std::vector<Impl> impls;
+  for (const std::string& name : o.impls) {
+    if (name == "concord") {
+      add_concord_impls(impls, name, o, comm, false);
+    } else if (name == "mpi") {
+      impls.push_back(mpi_impl(name, o, comm));
+    } else if (name == "concord-copy") {
+      for (Algorithm a : o.algorithms) {
+        impls.push_back(
+            {name, std::string(to_string(a)), [&comm, o, a](const void* s, void* r, std::size_t n) {
+               SingleCopyOff off(comm);
+               allreduce(s, r, n, o.dtype, o.op, comm, {a});
+             }});
+      }
+    } else if (name == "concord-shared") {
+      // Its own communicator, so that the node's measured path choice
+      // (collectives/shared/path_choice.hpp) times its messages apart from concord's.
+      add_concord_impls(impls, name, o, shared_comm, true);
+    } else if (name == "mpi-shared") {
+      // MPI_Allreduce on the same allocate_shared buffers as concord-shared:
+      // whether MPI too gains from where the buffers lie.
+      Impl impl = mpi_impl(name, o, comm);
+      impl.on_shared = true;
+      impls.push_back(impl);
+    } else if (name == "roofline") {
+      impls.push_back(roofline_impl(size_of(o.dtype)));
+    } else if (name == "roofline-shared") {
+      Impl impl = roofline_impl(size_of(o.dtype));
+      impl.name = name;
+      impl.on_shared = true;
+      impls.push_back(impl);
+    } else if (name == "nccl") {
+      throw std::invalid_argument("--impl nccl needs device buffers: add --device cuda");
+    } else {
+      throw std::invalid_argument(
+          "--impl: unknown implementation '" + name +
+          "' (accepted: concord, concord-copy, concord-shared, mpi, mpi-shared, "
+          "roofline, roofline-shared, nccl)");
+    }
+  }
+  return impls;
+}
+
+bool wants_shared(const AllreduceOptions& o) {
+  return std::any_of(o.impls.begin(), o.impls.end(),
+                     [](const std::string& name) { return name.ends_with("-shared"); });
+}
+
+}  // namespace concord::bench

@@ -1,0 +1,116 @@
+#include "collectives/shared/node_arena.hpp"
+
+#include "core/agreement.hpp"
+#include "core/config.hpp"
+#include "core/mpi_check.hpp"
+#include "transport/shm_arena.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace concord::detail {
+
+namespace {
+
+// Whether every rank of the node wants a setting. Where some do and some do
+// not, local rank 0 says so once (`mixed`: what differs and what every rank
+// does instead): a setting that differs between ranks is likely a mistake.
+bool every_rank_wants(const CommunicatorState& state, bool wanted, std::string_view mixed) {
+  MPI_Comm local = state.topology.local.get();
+  if (all_ranks_ok(local, wanted, state.rank)) return true;
+  // Every rank makes this second call too: the first answered alike everywhere.
+  const bool none_wanted = all_ranks_ok(local, !wanted, state.rank);
+  if (!none_wanted && state.topology.local_rank == 0) {
+    fmt::print(stderr, "concord: rank {}: {}\n", state.rank, mixed);
+  }
+  return false;
+}
+
+// Single-copy reads between the node's ranks, where every one of them wants
+// them (CONCORD_SHM_CMA) and the kernel allows them to every one; else none.
+void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
+  if (!every_rank_wants(state, config().shm_cma,
+                        "single-copy reads between ranks (cross-memory attach) are off: "
+                        "CONCORD_SHM_CMA=0 on some ranks of this node but not all; copying "
+                        "large messages through shared memory instead")) {
+    return;
+  }
+  MPI_Comm local = state.topology.local.get();
+  const std::string failure = arena.probe_peer_reads(local);
+  arena.set_peer_reads(
+      agree_or_fall_back(local, failure, state.rank,
+                         {"single-copy reads between ranks (cross-memory attach)",
+                          "copying large messages through shared memory instead"}));
+}
+
+// Local rank 0's heap size serves the node (ShmArena::create); where ranks
+// asked for different sizes, local rank 0 says so once.
+void warn_if_heap_sizes_differ(const CommunicatorState& state, std::size_t requested) {
+  // The largest request and the complement of the smallest, in one call.
+  const unsigned long long mine = requested;
+  unsigned long long most[2] = {mine, ~mine};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
+                          state.topology.local.get()),
+            "MPI_Allreduce", state.rank);
+  const unsigned long long least = ~most[1];
+  if (least != most[0] && state.topology.local_rank == 0) {
+    fmt::print(stderr,
+               "concord: rank {}: CONCORD_SHM_HEAP_BYTES differs between the ranks of this node "
+               "({} to {} bytes); every rank's heap is local rank 0's, {} bytes\n",
+               state.rank, least, most[0], mine);
+  }
+}
+
+}  // namespace
+
+std::size_t default_heap_bytes(int local_ranks) {
+  constexpr std::size_t kMost = std::size_t{512} << 20;
+  constexpr std::size_t kAllHeaps = std::size_t{16} << 30;
+  constexpr std::size_t kStep = std::size_t{2} << 20;  // the heaps' alignment
+  const std::size_t share = kAllHeaps / static_cast<std::size_t>(std::max(local_ranks, 1));
+  return std::min(kMost, std::max(kStep, share / kStep * kStep));
+}
+
+SharedArena* node_arena(const CommunicatorState& state) {
+  if (state.arena_attempted) return state.arena.get();
+  state.arena_attempted = true;
+  const Config& cfg = config();
+  const Topology& topo = state.topology;
+
+  std::shared_ptr<SharedArena> arena;
+  std::string failure;
+  if (state.shm && topo.local_size > 1) {
+    const std::size_t heap = cfg.shm_heap_bytes.value_or(default_heap_bytes(topo.local_size));
+    try {
+      warn_if_heap_sizes_differ(state, heap);
+      arena = ShmArena::create(topo.local.get(), cfg.shm_region_bytes, heap, state.rank);
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  }
+  const bool ok =
+      agree_or_fall_back(state.comm.get(), failure, state.rank,
+                         {"the shared-memory transport", "using the MPI transport instead"});
+  if (!ok) arena.reset();
+  if (auto* shm = dynamic_cast<ShmArena*>(arena.get())) {
+    enable_peer_reads(*shm, state);
+    // The measured path choice (collectives/shared/path_choice.hpp) only where
+    // every rank asks for it: ranks that measured beside ranks that did not
+    // would take different paths for one message.
+    state.arena_measures_paths = every_rank_wants(
+        state, cfg.shm_measure_paths,
+        "CONCORD_SHM_PATH_CHOICE differs between the ranks of this node; large messages take "
+        "single copy from the threshold on every rank");
+  }
+  state.arena = std::move(arena);
+  state.arena_everywhere = ok && state.shm;
+  return state.arena.get();
+}
+
+}  // namespace concord::detail

@@ -1,0 +1,290 @@
+// The engine's life and loop: set-up, submit, the negotiation cycles, running
+// what the ranks agreed (allreduces in buckets, buckets.cpp; the other
+// collectives, engine_collectives.cpp) and shutdown.
+#include "engine/engine_core.hpp"
+
+#include "core/config.hpp"
+#include "core/mpi_check.hpp"
+#include "device/device_path.hpp"
+#include "dispatch/dispatch.hpp"
+#include "engine/device_buckets.hpp"
+#include "reduce/reduce_kernels.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <future>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <unordered_set>
+#include <utility>
+
+namespace concord {
+namespace detail {
+namespace {
+
+// 0 turns the rule off: no tensor is that large.
+std::size_t in_place_limit(std::size_t bytes) {
+  return bytes == 0 ? SIZE_MAX : bytes;
+}
+
+void require_thread_multiple(int rank) {
+  int level = MPI_THREAD_SINGLE;
+  check_mpi(MPI_Query_thread(&level), "MPI_Query_thread", rank);
+  if (level < MPI_THREAD_MULTIPLE) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                "Engine: MPI was initialised without MPI_THREAD_MULTIPLE; the engine talks MPI "
+                "from its own thread. Initialise with MPI_Init_thread(MPI_THREAD_MULTIPLE), or "
+                "let concord initialise MPI");
+  }
+}
+
+// Prints why the engine stops; never throws (it runs where an exception would
+// end in std::terminate).
+void report_stop(const std::exception_ptr& e, int rank) noexcept {
+  try {
+    fmt::print(stderr, "{}\nconcord: engine stops\n", to_error(e, rank, "Engine").what());
+  } catch (...) {
+    std::fputs("concord: engine: unexpected exception; the engine stops\n", stderr);
+  }
+}
+
+}  // namespace
+
+EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
+    : data_((require_thread_multiple(comm.rank()), Communicator(comm.mpi_comm()))),
+      control_(comm.mpi_comm()),
+      fusion_threshold_(options.fusion_threshold.value_or(
+          config().fusion_threshold.value_or(default_fusion_threshold(comm.num_nodes())))),
+      fusion_in_place_bytes_(in_place_limit(options.fusion_in_place_bytes.value_or(
+          config().fusion_in_place_bytes.value_or(kDefaultFusionInPlaceBytes)))),
+      cycle_time_ms_(options.cycle_time_ms.value_or(config().cycle_time_ms)),
+      stall_{options.stall_warning_s.value_or(config().stall_warning_s),
+             options.stall_timeout_s.value_or(config().stall_timeout_s)},
+      algorithm_(options.algorithm) {
+  const std::string path = options.timeline_path.value_or(config().timeline_path);
+  if (!path.empty() && data_.rank() == 0) timeline_ = std::make_unique<Timeline>(path, 0);
+  thread_ = std::jthread([this] {
+    try {
+      loop();
+    } catch (...) {
+      // loop() catches what its cycles throw; this is the last resort against
+      // std::terminate (an allocation failing while it fails the last handles).
+      std::fputs("concord: engine: unexpected exception while stopping\n", stderr);
+    }
+  });
+  engine_thread_id_ = thread_.get_id();
+}
+
+EngineCore::~EngineCore() {
+  shutdown();
+}
+
+bool EngineCore::on_engine_thread() const noexcept {
+  const auto me = std::this_thread::get_id();
+  return me == engine_thread_id_.load() || me == packer_.id();
+}
+
+void EngineCore::shutdown() {
+  {
+    // Under the mutex: the engine thread checks the flag under it before it
+    // sleeps, so it cannot miss this wakeup.
+    std::lock_guard lock(mutex_);
+    stop_requested_ = true;
+  }
+  wake_.notify_all();
+  // From a completion callback (engine or packer thread) joining would wait for
+  // the callback itself: the stop is requested; the owner joins later.
+  if (on_engine_thread()) return;
+  std::lock_guard join(join_mutex_);
+  if (thread_.joinable()) {
+    thread_.join();
+    engine_thread_id_ = std::thread::id{};  // ids are reused by later threads
+  }
+}
+
+std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works, bool whole_group) {
+  for (const auto& w : works) validate(*w);
+  for (const auto& w : works) {
+    if (w->tensor.device == Device::Cuda && w->tensor.count > 0) {
+      w->ready = record_ready_event(w->tensor.data, w->tensor.stream);
+    }
+  }
+  std::vector<Handle> handles;
+  {
+    std::lock_guard lock(mutex_);
+    if (stop_error_) throw *stop_error_;  // why it stopped, not just that it did
+    if (stopped_ || stop_requested_) {
+      throw Error(ErrorCode::Shutdown, data_.rank(), "Engine: enqueue after shutdown");
+    }
+    std::unordered_set<std::string> names;
+    for (const auto& w : works) {
+      if (in_flight_.contains(w->name) || !names.insert(w->name).second) {
+        throw Error(ErrorCode::InvalidArgument, data_.rank(),
+                    fmt::format("Engine: tensor '{}' is already in flight: a name may be "
+                                "enqueued again only after its previous operation completed",
+                                w->name));
+      }
+    }
+    for (auto& w : works) {
+      in_flight_.emplace(w->name, w);
+      w->enqueued = Clock::now();
+      w->in_whole_group = whole_group;
+      queue_.push_back(w);
+      handles.push_back(Handle(w));
+    }
+    start_now_ = start_now_ || (whole_group && !works.empty());
+  }
+  if (whole_group) wake_.notify_all();
+  return handles;
+}
+
+void EngineCore::complete(const std::shared_ptr<Work>& work, std::optional<Error> error) {
+  if (work->claimed.exchange(true)) return;  // completed already
+  if (!work->filler) {
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(work->name);
+  }
+  work->finish(std::move(error));
+}
+
+void EngineCore::loop() {
+  std::optional<Error> failure;
+  try {
+    cycles();
+  } catch (...) {
+    // The negotiator could not be made, or a cycle failed (a peer timed out:
+    // ErrorCode::Timeout): the ranks no longer agree, so this engine stops (its
+    // peers stop on their next cycle with it, or time out on it themselves).
+    report_stop(std::current_exception(), data_.rank());
+    try {
+      failure = to_error(std::current_exception(), data_.rank(), "Engine");
+    } catch (...) {
+      failure.reset();  // no memory for the message: the handles say "shut down" below
+    }
+  }
+  // Fail what is left: whatever was submitted and has not completed. After a
+  // failure every handle, and every later submit, gets the failure's code and
+  // message, so the application learns why (a dead peer) and not just "stopped".
+  std::vector<std::shared_ptr<Work>> left;
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    stop_error_ = failure;
+    queue_.clear();
+    left.reserve(in_flight_.size());
+    for (const auto& [name, w] : in_flight_) left.push_back(w);
+  }
+  for (auto& w : left) {
+    // Every handle must complete, even if formatting its message fails.
+    std::optional<Error> error;
+    try {
+      if (failure) {
+        error.emplace(*failure);
+      } else {
+        error.emplace(ErrorCode::Shutdown, data_.rank(),
+                      fmt::format("Engine: tensor '{}': the engine shut down first", w->name));
+      }
+    } catch (...) {
+      error.emplace(ErrorCode::Shutdown, data_.rank(), "Engine: the engine shut down first");
+    }
+    complete(w, std::move(error));
+  }
+}
+
+void EngineCore::cycles() {
+  Negotiator negotiator(control_.mpi_comm(), control_.rank(), control_.size(), stall_,
+                        config().transport_timeout_s, cycle_time_ms_ / 1000);
+  const auto cycle = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double, std::milli>(cycle_time_ms_));
+  // Tensors of whole groups given to the negotiator and not yet agreed (engine
+  // thread only). While there are any, for one cycle time after the last group
+  // arrived, the next cycle starts at once: a peer whose timer cycle met this
+  // rank's group before its own submit is then answered as soon as it submits.
+  // Past that window the usual pace resumes, so a group that cannot complete (a
+  // peer that is far behind, or groups that differ between ranks) costs no more
+  // polling than the cycles did before.
+  std::size_t group_tensors_waiting = 0;
+  Clock::time_point hurry_until{};
+  for (;;) {
+    const auto start = Clock::now();
+    std::vector<std::shared_ptr<Work>> fresh;
+    {
+      std::lock_guard lock(mutex_);
+      fresh.swap(queue_);
+      start_now_ = false;
+    }
+    for (const auto& w : fresh) {
+      if (!w->in_whole_group) continue;
+      ++group_tensors_waiting;
+      hurry_until = start + cycle;
+    }
+    const bool stopping = stop_requested_;
+    // Peers may already be gone when we shut down: do not wait for ever. An
+    // exception here ends the cycles (loop() fails the pending handles).
+    Negotiator::Outcome out = negotiator.cycle(std::move(fresh), stopping, stopping ? 10.0 : 0.0);
+    for (const auto& w : out.ready) group_tensors_waiting -= w->in_whole_group ? 1 : 0;
+    for (const auto& [w, error] : out.failed) group_tensors_waiting -= w->in_whole_group ? 1 : 0;
+    for (auto& [w, error] : out.failed) complete(w, error);
+    if (!out.ready.empty()) {
+      try {
+        execute(out.ready, Clock::now());
+      } catch (...) {
+        // execute() fails a collective that throws by itself; this is the last
+        // resort for the rest (an allocation failing between collectives).
+        // This rank may now have skipped a collective its peers run, so the
+        // ranks no longer agree on the order: every tensor of the cycle fails,
+        // and the engine stops (loop() fails the rest), rather than go on out
+        // of step. Peers waiting in the skipped collective wait until this
+        // process exits (an unhandled error ends it, and mpiexec the job).
+        const Error error = to_error(std::current_exception(), data_.rank(), "Engine");
+        for (const auto& w : out.ready) complete(w, error);
+        throw;
+      }
+    }
+    if (out.shutdown) break;
+    if (group_tensors_waiting > 0 && Clock::now() < hurry_until) continue;
+    std::unique_lock lock(mutex_);
+    wake_.wait_until(lock, start + cycle, [&] { return stop_requested_.load() || start_now_; });
+  }
+}
+
+void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,
+                         Clock::time_point agreed) {
+  if (timeline_) {
+    for (const auto& w : ready) timeline_->span(w->name, "NEGOTIATE", w->enqueued, agreed);
+  }
+  // Allreduces run in fused buckets; any other collective closes the run
+  // before it, so every rank runs the same collectives in the same order.
+  std::vector<std::shared_ptr<Work>> run;
+  for (const auto& w : ready) {
+    if (w->sig.kind == WorkKind::Allreduce) {
+      run.push_back(w);
+      continue;
+    }
+    run_buckets(run, agreed);
+    run.clear();
+    const auto begin = Clock::now();
+    try {
+      run_one(*w);
+    } catch (...) {
+      complete(w, to_error(std::current_exception(), data_.rank(),
+                           fmt::format("Engine: tensor '{}'", w->name)));
+      continue;
+    }
+    if (timeline_ && w->sig.kind != WorkKind::Join) {
+      timeline_->span(w->name, phase_name(w->sig.kind), begin, Clock::now());
+    }
+    complete(w, std::nullopt);
+  }
+  run_buckets(run, agreed);
+}
+
+}  // namespace detail
+
+}  // namespace concord
