@@ -38,3 +38,12 @@ separate_arguments(flags UNIX_COMMAND "${flags}")
 run(${CXX_COMPILER} -std=c++20 ${SOURCE_DIR}/tests/package/consumer/consumer.cpp ${flags}
     -Wl,-rpath,${prefix}/lib -o ${WORK_DIR}/consumer_pkgconfig)
 run(${MPIEXEC} ${mpiexec_flags} -n 2 ${WORK_DIR}/consumer_pkgconfig)
+
+# The installed concord-bench runs from its prefix (RUNPATH $ORIGIN/../lib), with no
+# LD_LIBRARY_PATH: a short validated allreduce on 2 ranks. A build without the bench
+# installs none.
+set(installed_bench ${prefix}/bin/concord-bench)
+if(EXISTS ${installed_bench})
+  run(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH ${MPIEXEC} ${mpiexec_flags} -n 2
+      ${installed_bench} allreduce --impl concord -m 4:4096 -i 2 -x 1 -c)
+endif()
