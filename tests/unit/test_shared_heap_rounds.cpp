@@ -10,6 +10,7 @@
 
 #include "collectives/algorithms.hpp"
 #include "collectives/shared/message_view.hpp"
+#include "collectives/shared/path_counts.hpp"
 #include "reduce/host_executor.hpp"
 #include "transport/shared_arena.hpp"
 
@@ -132,6 +133,61 @@ std::size_t run_node(std::size_t count, bool in_place, bool streamed, bool (*in_
   return wrong;
 }
 
+// One allreduce of a scattered message in place: each of `ranks` threads has its
+// own tensors of the sizes in `counts` (so every rank's lie elsewhere), the i-th
+// scaled by scales[i % scales.size()] on the way out. Returns the elements that
+// differ from the scaled sums.
+std::size_t run_scattered(int ranks, const std::vector<std::size_t>& counts,
+                          const std::vector<double>& scales, std::size_t round_bytes) {
+  NodeMemory memory(ranks);
+  std::vector<std::vector<std::vector<float>>> tensors(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    std::size_t global = 0;
+    for (std::size_t count : counts) {
+      std::vector<float>& t = tensors[static_cast<std::size_t>(r)].emplace_back(count);
+      for (std::size_t i = 0; i < count; ++i) t[i] = input(r, global + i);
+      global += count;
+    }
+  }
+  SharedLimits limits;
+  limits.direct_bytes = 0;
+  limits.single_copy_bytes = 0;
+  limits.single_copy_round_bytes = round_bytes;
+  limits.stream_bytes = SIZE_MAX;
+  limits.measure_single_copy = false;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadArena arena(memory, r);
+      HostExecutor exec(DataType::Float32, ReduceOp::Sum);
+      std::vector<TensorSpan> spans;
+      for (std::size_t t = 0; t < counts.size(); ++t) {
+        spans.push_back(
+            {reinterpret_cast<std::byte*>(tensors[static_cast<std::size_t>(r)][t].data()),
+             counts[t], scales[t % scales.size()]});
+      }
+      const MessageView view(std::move(spans), sizeof(float));
+      allreduce_shared(arena, view, view, ReduceContext{sizeof(float), DataType::Float32, &exec},
+                       limits);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::size_t wrong = 0;
+  for (int r = 0; r < ranks; ++r) {
+    std::size_t global = 0;
+    for (std::size_t t = 0; t < counts.size(); ++t) {
+      const std::vector<float>& out = tensors[static_cast<std::size_t>(r)][t];
+      for (std::size_t i = 0; i < counts[t]; ++i) {
+        float sum = 0;
+        for (int q = 0; q < ranks; ++q) sum += input(q, global + i);
+        if (out[i] != sum * static_cast<float>(scales[t % scales.size()])) ++wrong;
+      }
+      global += counts[t];
+    }
+  }
+  return wrong;
+}
+
 bool every_rank(int) {
   return true;
 }
@@ -155,4 +211,24 @@ TEST_CASE("single-copy rounds on shared buffers at 17 ranks, pieces of many push
     CHECK(run_node(count, in_place, false, even_ranks) == 0);  // mixed
     CHECK(run_node(count, in_place, false, no_rank) == 0);     // all copied
   }
+}
+
+TEST_CASE("single-copy rounds on a scattered message reduced in place, scaled per tensor",
+          "[.][shared_heap_rounds]") {
+  // Tensors of odd sizes (one element, several rounds' worth), so pieces and rounds
+  // start and end inside tensors and runs cross from one tensor to the next. Scales
+  // are powers of two: the expected values are exact.
+  const std::vector<std::size_t> counts = {1, 1000, 70001, 3, 250000, 12345, 64, 4097};
+  const std::vector<double> scales = {1.0, 0.5, 0.25};
+  const auto copied_before = peer_access_count(PeerAccess::InputCopied);
+  const auto fetched_before = peer_access_count(PeerAccess::ResultFetchedCopied);
+  for (int ranks : {2, 3, kRanks}) {
+    INFO("ranks=" << ranks);
+    CHECK(run_scattered(ranks, counts, scales, std::size_t{64} << 10) == 0);  // many rounds
+    CHECK(run_scattered(ranks, counts, {1.0}, std::size_t{4} << 20) == 0);    // one round
+  }
+  // The scattered single-copy rounds ran: peers' inputs read into the bounce buffer
+  // and results fetched from their owners' tensors.
+  CHECK(peer_access_count(PeerAccess::InputCopied) > copied_before);
+  CHECK(peer_access_count(PeerAccess::ResultFetchedCopied) > fetched_before);
 }

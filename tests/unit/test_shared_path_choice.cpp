@@ -100,6 +100,25 @@ TEST_CASE("path choice: the fastest sample of each path counts, per size class",
   CHECK(concord::detail::plan_path(mine, all, 4 * kBytes).single_copy);
 }
 
+TEST_CASE("path choice: samples of one class count per byte, not per message", "[path_choice]") {
+  PathBoard mine{};
+  const std::array<const PathBoard*, 1> all{&mine};
+  // Class of 1 MiB (1 to 2 MiB). Single copy's samples are messages of 1.9 MiB in
+  // 300 us, the copied rounds' of 1 MiB in 200 us: per byte single copy is faster
+  // (158 us a MiB against 200), though each of its messages took longer.
+  const std::size_t large = kBytes * 19 / 10;
+  for (int m = 0; m < 2 * kSamplesPerPath; ++m) {
+    const bool single = m < kSamplesPerPath;
+    const PathPlan plan = concord::detail::plan_path(mine, all, single ? large : kBytes);
+    REQUIRE(plan.single_copy == single);
+    concord::detail::record_path(mine, plan, (single ? 300 : 200) * 1e-6);
+  }
+  CHECK(mine.best_us[20][0] == Approx(300.0 / 1.9).epsilon(1e-4));
+  CHECK(mine.best_us[20][1] == Approx(200));
+  CHECK(concord::detail::plan_path(mine, all, kBytes).single_copy);  // settling
+  CHECK(concord::detail::plan_path(mine, all, kBytes).single_copy);  // chosen: per byte faster
+}
+
 TEST_CASE("path choice: the summed best times of the ranks decide", "[path_choice]") {
   using concord::detail::single_copy_wins;
   CHECK(single_copy_wins(std::vector<float>{100, 100}, std::vector<float>{150, 90}));

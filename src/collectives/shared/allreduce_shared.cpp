@@ -22,10 +22,19 @@ namespace concord::detail {
 
 namespace {
 
+// Single copy takes one contiguous, unscaled buffer each for src and dst, or a
+// scattered message reduced in place (a fusion bucket's tensors where they lie).
+bool contiguous(const MessageView& src, const MessageView& dst) {
+  return src.contiguous_data() != nullptr && dst.contiguous_data() != nullptr && !dst.scaled();
+}
+bool scattered_in_place(const MessageView& src, const MessageView& dst) {
+  return &src == &dst && !src.is_single_buffer();
+}
+
 bool use_single_copy(const SharedArena& node, const MessageView& src, const MessageView& dst,
                      std::size_t bytes, const SharedLimits& limits) {
   return node.can_read_peer() && bytes >= limits.single_copy_bytes &&
-         src.contiguous_data() != nullptr && dst.contiguous_data() != nullptr && !dst.scaled();
+         (contiguous(src, dst) || scattered_in_place(src, dst));
 }
 
 }  // namespace
@@ -60,7 +69,9 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     const BlockPartition blocks(std::min(capacity, count - offset), ranks,
                                 line_quantum(ctx.elem_size));
     for (std::size_t j = 0; j < ranks; ++j) pieces[j] = {offset + blocks.offset(j), blocks.size(j)};
-    if (single_copy) {
+    if (single_copy && !contiguous(src, dst)) {
+      rounds.allreduce_single_copy_scattered(src, pieces);
+    } else if (single_copy) {
       rounds.allreduce_single_copy(src.contiguous_data(), dst.contiguous_data(), pieces);
     } else {
       rounds.allreduce(src, dst, pieces);

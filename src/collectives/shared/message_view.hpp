@@ -44,6 +44,11 @@ class MessageView {
                                       [](const TensorSpan& s) { return s.out_scale != 1.0; });
   }
 
+  // The tensors of a scattered message (not one buffer: contiguous_data() may
+  // still be non-null for a single span).
+  const std::vector<TensorSpan>& spans() const { return spans_; }
+  bool is_single_buffer() const { return is_single_; }
+
   // f(std::byte* data, std::size_t at, std::size_t n, double out_scale) for each
   // contiguous run of [offset, offset + count); `at` counts elements from offset.
   template <typename F>
@@ -53,14 +58,27 @@ class MessageView {
       f(single_.data + offset * elem_size_, std::size_t{0}, count, single_.out_scale);
       return;
     }
+    for_each_span_run(offset, count,
+                      [&](std::size_t s, std::size_t within, std::size_t at, std::size_t n) {
+                        const TensorSpan& span = spans_[s];
+                        f(span.data + within * elem_size_, at, n, span.out_scale);
+                      });
+  }
+
+  // Scattered messages only: f(std::size_t span, std::size_t within, std::size_t
+  // at, std::size_t n) for each run of [offset, offset + count) that lies in one
+  // span, `within` elements into span number `span`. Runs are the same on every
+  // rank whose spans have the same counts, wherever each rank's tensors lie.
+  template <typename F>
+  void for_each_span_run(std::size_t offset, std::size_t count, F&& f) const {
+    if (count == 0) return;
     auto it = std::upper_bound(starts_.begin(), starts_.end(), offset);
     auto s = static_cast<std::size_t>(it - starts_.begin()) - 1;
     std::size_t at = 0;
     while (at < count) {
-      const TensorSpan& span = spans_[s];
       const std::size_t within = offset + at - starts_[s];
-      const std::size_t n = std::min(span.count - within, count - at);
-      if (n != 0) f(span.data + within * elem_size_, at, n, span.out_scale);
+      const std::size_t n = std::min(spans_[s].count - within, count - at);
+      if (n != 0) f(s, within, at, n);
       at += n;
       ++s;
     }

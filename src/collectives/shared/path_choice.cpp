@@ -65,7 +65,7 @@ PathPlan plan_path(PathBoard& mine, std::span<const PathBoard* const> boards, st
   }
   // In two runs, single copy first: a path's later samples find its buffers
   // warm, as they are when it is taken message after message.
-  if (index < kExplore) return {index < kSamplesPerPath, static_cast<int>(cls)};
+  if (index < kExplore) return {index < kSamplesPerPath, static_cast<int>(cls), bytes};
   if (index == kExplore) return {};  // the boards become visible during this one
   return {decide(mine, boards, cls), -1};
 }
@@ -74,7 +74,12 @@ void record_path(PathBoard& mine, const PathPlan& plan, double seconds) {
   if (plan.timed_class < 0) return;
   float& best = mine.best_us[static_cast<std::size_t>(plan.timed_class)]
                             [plan.single_copy ? kSingleCopy : kCopy];
-  const auto us = std::max(static_cast<float>(seconds * 1e6), 1e-3f);
+  // Per byte: as the time of a message of the class's smallest size.
+  const double per_class_base = plan.bytes == 0
+                                    ? 1.0
+                                    : static_cast<double>(std::size_t{1} << plan.timed_class) /
+                                          static_cast<double>(plan.bytes);
+  const auto us = std::max(static_cast<float>(seconds * 1e6 * per_class_base), 1e-3f);
   if (best <= 0 || us < best) best = us;
 }
 

@@ -12,7 +12,8 @@
 //     the copied rounds (runs of each, not alternating: alternating left the
 //     copy path's regions cold in every sample and picked single copy at
 //     256-512 KiB where copied rounds were 1.2-1.4x faster when repeated), and
-//     each rank keeps its fastest time of each path on its board in the arena;
+//     each rank keeps its fastest time of each path, per byte (as the time of a
+//     message of the class's smallest size), on its board in the arena;
 //   - the next message takes single copy untimed: by its end every rank has
 //     waited on a counter every peer published after its last time, so every
 //     board is visible to every rank;
@@ -46,6 +47,11 @@ inline constexpr std::size_t kPathSizeClasses = 48;
 struct PathPlan {
   bool single_copy = true;
   int timed_class = -1;  // the size class this message's time is booked to; -1: untimed
+  // The message's size. A class spans a factor of two, so its samples are booked
+  // as the time of a message of the class's smallest size (scaled by bytes):
+  // otherwise a path whose samples happened to be the class's smaller messages
+  // (a fusion bucket's tail, or another caller's messages between) would win.
+  std::size_t bytes = 0;
 };
 
 // What a rank keeps on its board in the arena (zero when the arena is made).

@@ -2,59 +2,14 @@
 
 #include "collectives/shared/path_counts.hpp"
 #include "collectives/shared/phases.hpp"
+#include "collectives/shared/rounds_protocol.hpp"
 
 #include <algorithm>
 #include <array>
 
 namespace concord::detail {
-namespace {
 
-// The counter protocol of shared/rounds.hpp, written here once: what a rank's
-// progress counter says after each step of a round.
-enum class Step : std::uint64_t {
-  InputsReady = 1,   // my inputs for the round are in my input region
-  PieceReduced = 2,  // my reduced piece is in my result region
-  Done = 3,          // I have finished reading everyone's regions of the round
-};
-constexpr std::uint64_t kStepsPerRound = 3;
-
-std::uint64_t counter(std::uint64_t round, Step step) {
-  return kStepsPerRound * round + static_cast<std::uint64_t>(step);
-}
-
-int input_region(std::uint64_t round) {
-  return static_cast<int>(round % 2);
-}
-int result_region(std::uint64_t round) {
-  return 2 + static_cast<int>(round % 2);
-}
-
-// The source pointers of one reduce_many call (one per rank of the arena): on
-// the stack up to kInlineSources ranks, so the small-message path neither
-// allocates nor looks up a thread-local; else in a vector kept per thread.
-class SourceList {
- public:
-  explicit SourceList(std::size_t n) : data_(n <= kInlineSources ? inline_.data() : spill(n)) {}
-  SourceList(const SourceList&) = delete;
-  SourceList& operator=(const SourceList&) = delete;
-
-  const void*& operator[](std::size_t i) { return data_[i]; }
-  const void* operator[](std::size_t i) const { return data_[i]; }
-  const void* const* data() const { return data_; }
-
- private:
-  static constexpr std::size_t kInlineSources = 16;
-  static const void** spill(std::size_t n) {
-    thread_local std::vector<const void*> sources;
-    if (sources.size() < n) sources.resize(n);
-    return sources.data();
-  }
-
-  std::array<const void*, kInlineSources> inline_;  // written before it is read
-  const void** data_;
-};
-
-}  // namespace
+using namespace shm_rounds;
 
 void SharedRounds::publish(std::uint64_t value) {
   ctx_.exec->fence();  // device work done before peers are told
@@ -247,24 +202,6 @@ void SharedRounds::allreduce(const MessageView& src, const MessageView& dst,
   clock.end_round();
 }
 
-}  // namespace concord::detail
-
-namespace concord::detail {
-namespace {
-
-// What a rank publishes, in its input region of the round, for single-copy
-// rounds: where its buffers lie in its own address space.
-struct BufferAddresses {
-  const std::byte* src;
-  std::byte* dst;
-};
-
-const BufferAddresses& addresses_of(const SharedArena& arena, int owner, std::uint64_t round) {
-  return *reinterpret_cast<const BufferAddresses*>(arena.region(owner, input_region(round)));
-}
-
-}  // namespace
-
 void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::byte* src,
                                                 std::byte* dst, const Piece& piece) {
   const int me = rank_;
@@ -331,7 +268,7 @@ void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
   const std::uint64_t round = begin_round();
   clock.lap(ShmPhase::WaitSlot);
   auto* mine = reinterpret_cast<BufferAddresses*>(arena_.region(rank_, input_region(round)));
-  *mine = {src, dst};
+  *mine = {src, dst, nullptr, 0};
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
   clock.lap(ShmPhase::WaitInputs);

@@ -69,6 +69,14 @@ class SharedRounds {
   // before returning to the user.
   void allreduce_single_copy(const std::byte* src, std::byte* dst,
                              const std::vector<Piece>& pieces);
+  // The same on a scattered message reduced in place (the tensors of a fusion
+  // bucket where they lie; identical span counts on every rank): each rank
+  // publishes its table of spans, which a peer reads once per call; the owner of
+  // a piece reads the peers' parts of it run by run into the bounce buffer, and
+  // reduces and scales into its own tensors; then every rank reads the other
+  // pieces run by run out of their owners' tensors (rounds_scattered.cpp).
+  // Call finish_single_copy() before returning to the user.
+  void allreduce_single_copy_scattered(const MessageView& buf, const std::vector<Piece>& pieces);
   // Waits until every peer has finished the last round (read all it needed
   // from this rank's buffers).
   void finish_single_copy();
@@ -92,6 +100,10 @@ class SharedRounds {
   // bounce buffer) into its dst, in the rank order reduce_own_piece uses.
   void reduce_own_piece_single_copy(std::uint64_t round, const std::byte* src, std::byte* dst,
                                     const Piece& piece);
+  // Reads every peer's table of spans (once per call) and checks it has ours.
+  void learn_peer_spans(std::uint64_t round, const MessageView& buf);
+  // The scattered form of reduce_own_piece_single_copy.
+  void reduce_own_piece_scattered(const MessageView& buf, const Piece& piece);
 
   // Single copy: a reduced piece goes to the peers' outputs in their heaps in
   // chunks of this size, copied while still in L1.
@@ -104,6 +116,8 @@ class SharedRounds {
   const int size_;
   bool stream_output_ = false;
   std::vector<std::byte*> push_targets_;  // reduce_own_piece_single_copy's, kept between rounds
+  // allreduce_single_copy_scattered: each peer's spans, read in the call's first round.
+  std::vector<std::vector<TensorSpan>> peer_spans_;
 };
 
 }  // namespace concord::detail
