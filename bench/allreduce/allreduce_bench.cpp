@@ -18,6 +18,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include <sys/mman.h>
@@ -34,19 +35,39 @@ namespace {
 // implementations alike.
 constexpr int kRounds = 4;
 
-struct AlignedFree {
-  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{kHugePage}); }
+// Host message buffers, in one of two kinds (--buffers). By default 2 MiB-aligned
+// and asking for transparent huge pages, as the allocators of training frameworks do
+// for large tensors: with 4 KiB pages, TLB misses (expensive under virtualisation)
+// weigh on large messages, and first touches on the first call. `ordinary` measures
+// that: malloc'd memory on 4 KiB pages (MADV_NOHUGEPAGE, so the system's THP mode
+// cannot change it), not touched before the first call, as most applications have.
+struct BufferFree {
   static constexpr std::size_t kHugePage = 2 << 20;
+  bool ordinary = false;
+  void operator()(std::byte* p) const {
+    if (ordinary) {
+      std::free(p);
+    } else {
+      ::operator delete[](p, std::align_val_t{kHugePage});
+    }
+  }
 };
-using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
-// Buffers are 2 MiB-aligned and ask for transparent huge pages, as the
-// allocators of training frameworks do for large tensors: with 4 KiB pages,
-// TLB misses (expensive under virtualisation) dominate large messages and the
-// benchmark would measure page walks instead of the collectives.
-Buffer make_buffer(std::size_t bytes) {
-  Buffer b(static_cast<std::byte*>(
-      ::operator new[](std::max<std::size_t>(bytes, 1), std::align_val_t{AlignedFree::kHugePage})));
-  if (bytes >= AlignedFree::kHugePage) ::madvise(b.get(), bytes, MADV_HUGEPAGE);
+using Buffer = std::unique_ptr<std::byte[], BufferFree>;
+Buffer make_buffer(std::size_t bytes, bool ordinary) {
+  const std::size_t size = std::max<std::size_t>(bytes, 1);
+  if (ordinary) {
+    auto* p = static_cast<std::byte*>(std::malloc(size));
+    if (p == nullptr) throw std::bad_alloc();
+    // The whole pages inside the buffer (madvise takes page-aligned ranges).
+    const std::size_t page = 4096;
+    const auto begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<std::uintptr_t>(p) + size) / page * page;
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_NOHUGEPAGE);
+    return Buffer(p, BufferFree{true});
+  }
+  Buffer b(static_cast<std::byte*>(::operator new[](size, std::align_val_t{BufferFree::kHugePage})),
+           BufferFree{false});
+  if (bytes >= BufferFree::kHugePage) ::madvise(b.get(), bytes, MADV_HUGEPAGE);
   std::memset(b.get(), 0, bytes);  // first touch outside the timed region
   return b;
 }
@@ -72,8 +93,8 @@ class MessageBuffers {
   MessageBuffers(const AllreduceOptions& o, const Communicator& comm, std::size_t max_count,
                  const Communicator* shared_comm)
       : esize_(size_of(o.dtype)),
-        host_send_(make_buffer(max_count * esize_)),
-        host_recv_(make_buffer(max_count * esize_)),
+        host_send_(make_buffer(max_count * esize_, o.ordinary_buffers)),
+        host_recv_(make_buffer(max_count * esize_, o.ordinary_buffers)),
         send_(host_send_.get()),
         recv_(host_recv_.get()) {
     if (shared_comm != nullptr) {

@@ -24,6 +24,10 @@ struct AllreduceOptions {
   std::vector<std::string> impls{"concord"};
   std::string json_path;
   Device device = Device::Cpu;  // --device cuda: buffers in GPU memory
+  // --buffers ordinary: host buffers as applications have them (malloc'd, 4 KiB
+  // pages, not touched before the first call) instead of 2 MiB-aligned, huge-page,
+  // pre-touched ones.
+  bool ordinary_buffers = false;
 };
 
 int iterations_for(const AllreduceOptions& o, std::size_t bytes);

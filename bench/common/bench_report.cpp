@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace concord::bench {
@@ -46,8 +47,9 @@ constexpr std::string_view kRooflineHeader = "%roofline";
 void print_header(const AllreduceOptions& o, int ranks, const std::vector<Measurement>& first_row) {
   std::string impls;
   for (const Measurement& m : first_row) impls += (impls.empty() ? "" : ", ") + label(m);
-  fmt::print("# concord-bench allreduce: {} ranks, dtype {}, op {}{}\n", ranks, to_string(o.dtype),
-             to_string(o.op), o.validate ? ", validated" : "");
+  fmt::print("# concord-bench allreduce: {} ranks, dtype {}, op {}{}{}\n", ranks,
+             to_string(o.dtype), to_string(o.op), o.validate ? ", validated" : "",
+             o.ordinary_buffers ? ", ordinary buffers (malloc, 4 KiB pages, not pre-touched)" : "");
   fmt::print("# Implementations, interleaved size by size: {}\n", impls);
   print_columns(o, first_row);
 }
@@ -113,6 +115,14 @@ nlohmann::json provenance() {
   return {{"host", host}, {"mpi_library", mpi}, {"concord_version", CONCORD_VERSION_STRING}};
 }
 
+// Which memory a record's implementation ran on: the device, the node's shared heap
+// (the *-shared impls), or the host buffers --buffers chose.
+std::string buffers_of(const AllreduceOptions& o, std::string_view impl) {
+  if (o.device == Device::Cuda) return "device";
+  if (impl.ends_with("-shared")) return "shared-heap";
+  return o.ordinary_buffers ? "ordinary" : "thp";
+}
+
 }  // namespace
 
 void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
@@ -136,6 +146,7 @@ void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
          {"busbw_gbps", m.busbw_gbps},
          {"validated", m.validated ? nlohmann::json(*m.validated) : nlohmann::json()},
          {"device", o.device == Device::Cuda ? "cuda" : "cpu"},
+         {"buffers", buffers_of(o, m.impl)},
          {"host", where["host"]},
          {"mpi_library", where["mpi_library"]},
          {"concord_version", where["concord_version"]}});

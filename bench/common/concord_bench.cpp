@@ -40,6 +40,7 @@ struct AllreduceArgs {
   std::string algos = "auto";
   std::string impls = "concord";
   std::string device = "cpu";
+  std::string buffers = "thp";
   int iterations = 0;
   int warmup = -1;
 };
@@ -76,6 +77,11 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
                  "Where the buffers are: cpu, or cuda (GPU local_rank % GPUs; mpi then stages "
                  "through pinned host memory)")
       ->capture_default_str();
+  ar->add_option("--buffers", a.buffers,
+                 "Host buffers: thp (2 MiB-aligned, transparent huge pages, touched before "
+                 "timing, as frameworks' allocators give) or ordinary (malloc'd, 4 KiB pages, "
+                 "not touched before the first call, as most applications have them)")
+      ->capture_default_str();
   ar->add_option("--json", a.o.json_path, "Also write one JSON record per (impl, size) here");
   return ar;
 }
@@ -99,6 +105,11 @@ int run_allreduce(AllreduceArgs& a, int rank) {
     o.device = concord::Device::Cuda;
   } else if (a.device != "cpu") {
     throw std::invalid_argument("--device: expected cpu or cuda, not '" + a.device + "'");
+  }
+  if (a.buffers == "ordinary") {
+    o.ordinary_buffers = true;
+  } else if (a.buffers != "thp") {
+    throw std::invalid_argument("--buffers: expected thp or ordinary, not '" + a.buffers + "'");
   }
   if (o.algorithms.empty() || o.impls.empty())
     throw std::invalid_argument("--algo and --impl need a value");

@@ -2,7 +2,7 @@
 # parses, every implementation has a record at every size, and every record passed
 # validation.
 #   cmake -DCOMMAND="mpiexec ... --json F" -DJSON=F -DIMPLS=concord,mpi
-#         -DMIN=4 -DMAX=65536 -P check_allreduce_json.cmake
+#         -DMIN=4 -DMAX=65536 [-DBUFFERS=thp|ordinary] -P check_allreduce_json.cmake
 cmake_minimum_required(VERSION 3.25)
 separate_arguments(command UNIX_COMMAND "${COMMAND}")
 file(REMOVE "${JSON}")
@@ -24,7 +24,7 @@ endif()
 set(seen "")
 math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
-  foreach(key impl bytes validated ranks avg_us busbw_gbps warmup device mpi_library
+  foreach(key impl bytes validated ranks avg_us busbw_gbps warmup device buffers mpi_library
               concord_version)
     string(JSON ${key} ERROR_VARIABLE json_error GET "${text}" ${i} ${key})
     if(json_error)
@@ -36,6 +36,16 @@ foreach(i RANGE ${last})
   endif()
   if(NOT device STREQUAL "cpu" OR NOT mpi_library MATCHES "MPI")
     message(FATAL_ERROR "record ${i}: device '${device}', mpi_library '${mpi_library}'")
+  endif()
+  if(NOT DEFINED BUFFERS)
+    set(BUFFERS thp)
+  endif()
+  set(expected_buffers ${BUFFERS})
+  if(impl MATCHES "-shared$")
+    set(expected_buffers shared-heap)
+  endif()
+  if(NOT buffers STREQUAL expected_buffers)
+    message(FATAL_ERROR "record ${i} (${impl}): buffers '${buffers}', expected '${expected_buffers}'")
   endif()
   if(NOT ranks EQUAL 2 OR NOT avg_us GREATER 0 OR NOT busbw_gbps GREATER 0)
     message(FATAL_ERROR "record ${i} (${impl}, ${bytes} bytes): ranks ${ranks}, "
