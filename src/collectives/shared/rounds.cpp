@@ -262,16 +262,20 @@ void SharedRounds::reduce_own_piece_single_copy(std::uint64_t round, const std::
   }
 }
 
-void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
-                                         const std::vector<Piece>& pieces) {
-  ShmPhaseClock clock;
+std::uint64_t SharedRounds::post_addresses(const BufferAddresses& where, ShmPhaseClock& clock) {
   const std::uint64_t round = begin_round();
   clock.lap(ShmPhase::WaitSlot);
-  auto* mine = reinterpret_cast<BufferAddresses*>(arena_.region(rank_, input_region(round)));
-  *mine = {src, dst, nullptr, 0};
+  *reinterpret_cast<BufferAddresses*>(arena_.region(rank_, input_region(round))) = where;
   publish(counter(round, Step::InputsReady));
   wait_all(counter(round, Step::InputsReady));
   clock.lap(ShmPhase::WaitInputs);
+  return round;
+}
+
+void SharedRounds::allreduce_single_copy(const std::byte* src, std::byte* dst,
+                                         const std::vector<Piece>& pieces) {
+  ShmPhaseClock clock;
+  const std::uint64_t round = post_addresses({src, dst, nullptr, 0}, clock);
   const auto me = static_cast<std::size_t>(rank_);
   if (me < pieces.size() && pieces[me].count != 0) {
     reduce_own_piece_single_copy(round, src, dst, pieces[me]);

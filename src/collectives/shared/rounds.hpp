@@ -23,6 +23,11 @@
 
 namespace concord::detail {
 
+class ShmPhaseClock;
+namespace shm_rounds {
+struct BufferAddresses;
+}
+
 // The range of the message one rank of the arena reduces in a round, in elements.
 struct Piece {
   std::size_t offset = 0;
@@ -100,6 +105,9 @@ class SharedRounds {
   // bounce buffer) into its dst, in the rank order reduce_own_piece uses.
   void reduce_own_piece_single_copy(std::uint64_t round, const std::byte* src, std::byte* dst,
                                     const Piece& piece);
+  // A single-copy round's start: waits for the round's buffers, puts where this
+  // rank's message lies on its board, and waits until every peer's is there.
+  std::uint64_t post_addresses(const shm_rounds::BufferAddresses& where, ShmPhaseClock& clock);
   // Reads every peer's table of spans (once per call) and checks it has ours.
   void learn_peer_spans(std::uint64_t round, const MessageView& buf);
   // The scattered form of reduce_own_piece_single_copy.

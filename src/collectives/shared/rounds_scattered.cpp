@@ -86,13 +86,8 @@ void SharedRounds::reduce_own_piece_scattered(const MessageView& buf, const Piec
 void SharedRounds::allreduce_single_copy_scattered(const MessageView& buf,
                                                    const std::vector<Piece>& pieces) {
   ShmPhaseClock clock;
-  const std::uint64_t round = begin_round();
-  clock.lap(ShmPhase::WaitSlot);
-  auto* board = reinterpret_cast<BufferAddresses*>(arena_.region(rank_, input_region(round)));
-  *board = {nullptr, nullptr, buf.spans().data(), buf.spans().size()};
-  publish(counter(round, Step::InputsReady));
-  wait_all(counter(round, Step::InputsReady));
-  clock.lap(ShmPhase::WaitInputs);
+  const std::uint64_t round =
+      post_addresses({nullptr, nullptr, buf.spans().data(), buf.spans().size()}, clock);
   learn_peer_spans(round, buf);
   const auto me = static_cast<std::size_t>(rank_);
   if (me < pieces.size() && pieces[me].count != 0) reduce_own_piece_scattered(buf, pieces[me]);
