@@ -55,6 +55,7 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     plan = plan_large_path(node, bytes, limits.measure_single_copy);
   }
   const bool single_copy = plan.single_copy;
+  const bool scattered = single_copy && !contiguous(src, dst);  // decided once, not per round
   const auto started = std::chrono::steady_clock::now();
   // Single-copy rounds hold no data in the arena: their size only bounds the
   // bounce buffer ((p-1)/p of a round) and sets how often ranks synchronise.
@@ -69,7 +70,7 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
     const BlockPartition blocks(std::min(capacity, count - offset), ranks,
                                 line_quantum(ctx.elem_size));
     for (std::size_t j = 0; j < ranks; ++j) pieces[j] = {offset + blocks.offset(j), blocks.size(j)};
-    if (single_copy && !contiguous(src, dst)) {
+    if (scattered) {
       rounds.allreduce_single_copy_scattered(src, pieces);
     } else if (single_copy) {
       rounds.allreduce_single_copy(src.contiguous_data(), dst.contiguous_data(), pieces);
