@@ -1,7 +1,8 @@
 // Every algorithm x dtype x op x count x in/out-of-place against a serial
 // reference computed from inputs every rank can derive.
 //
-// CONCORD_TEST_MAX_COUNT=N leaves out the counts above N (a configuration that
+// CONCORD_TEST_LARGE=sampled: the largest count with one op per dtype
+// (case_wanted, test_support.hpp). CONCORD_TEST_MAX_COUNT=N leaves out the counts above N (a configuration that
 // makes every message take many tiny rounds on many ranks). CONCORD_TEST_SHM_PATH
 // =single_copy|copy: the run's large shared-memory messages must have taken that
 // path (the library's path counters say), so a configuration meant to cover it
@@ -186,6 +187,7 @@ TEST_CASE("allreduce matches a serial reference for every algorithm, dtype, op a
     for (ReduceOp op : all_ops()) {
       if (!is_supported(dtype, op)) continue;
       for (std::size_t count : counts_for(ranks)) {
+        if (!case_wanted(dtype, op, count)) continue;
         const ReferenceCase ref(rank, ranks, count, dtype, op);
         for (const Variant& variant : variants()) {
           for (bool in_place : {false, true}) {

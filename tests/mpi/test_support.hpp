@@ -4,6 +4,7 @@
 
 #include <concord/types.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -257,6 +258,29 @@ inline const std::vector<ReduceOp>& all_ops() {
                                        ReduceOp::Avg};
   return v;
 }
+// Whether a matrix runs (dtype, op) at `count`. CONCORD_TEST_LARGE=sampled (the
+// sanitizer build's setting, scripts/test) keeps the counts above 65537, which
+// take the large-message paths (rounds, segments, single copy) and most of a
+// matrix's time, for one op per dtype: the dtype's index in all_dtypes(), modulo
+// its supported ops, picks it, so every dtype and every op still meets those
+// paths, and every pair does at the smaller counts. Unset, every pair runs at
+// every count (the Release build's mpi_np*_matrix_full, a real GPU's run).
+inline bool case_wanted(DataType dtype, ReduceOp op, std::size_t count) {
+  static const bool sampled = [] {
+    const char* v = std::getenv("CONCORD_TEST_LARGE");
+    return v != nullptr && std::string_view(v) == "sampled";
+  }();
+  if (!sampled || count <= 65537) return true;
+  std::vector<ReduceOp> supported;
+  for (ReduceOp o : all_ops()) {
+    if (is_supported(dtype, o)) supported.push_back(o);
+  }
+  const auto& dtypes = all_dtypes();
+  const auto index = static_cast<std::size_t>(
+      std::find(dtypes.begin(), dtypes.end(), dtype) - dtypes.begin());
+  return op == supported[index % supported.size()];
+}
+
 // A whole unsigned decimal number (a test variable's value), or nullopt where
 // `text` is anything else; the caller says what the variable must hold.
 inline std::optional<std::size_t> parse_size(std::string_view text) {
