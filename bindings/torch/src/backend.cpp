@@ -1,0 +1,198 @@
+// The backend's life, how a collective is launched and completed, and the
+// in-place collectives (allreduce, broadcast, barrier). The gathering ones are
+// in backend_gather.cpp.
+#include "backend.hpp"
+
+#include "errors.hpp"
+#include "group_comm.hpp"
+#include "tensors.hpp"
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <utility>
+
+namespace concord_torch {
+
+namespace {
+
+// A name window of 256 per kind: far more than DDP keeps in flight (one per
+// bucket), and at most a few thousand names in the engine's cache.
+constexpr std::size_t kNameWindow = 256;
+
+concord::EngineOptions engine_options(std::chrono::milliseconds timeout) {
+  concord::EngineOptions options;
+  if (timeout.count() > 0) options.stall_timeout_s = static_cast<double>(timeout.count()) / 1e3;
+  return options;
+}
+
+// What the steps of one launch share until the last of them completes.
+struct LaunchState {
+  explicit LaunchState(std::size_t steps) : remaining(static_cast<int>(steps)), handles(steps) {}
+  std::atomic<int> remaining;
+  std::mutex mutex;
+  std::exception_ptr error;  // the first
+  std::vector<std::vector<concord::Handle>> handles;
+  std::promise<void> enqueued;
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!error) error = std::move(e);
+  }
+};
+
+}  // namespace
+
+ConcordBackend::ConcordBackend(int rank, int size, const std::vector<int64_t>& world_ranks,
+                               std::chrono::milliseconds timeout, const std::string& group_name)
+    : c10d::Backend(rank, size), names_(group_name, kNameWindow) {
+  try {
+    const concord::Communicator comm = group_communicator(rank, size, world_ranks);
+    engine_ = std::make_unique<concord::Engine>(comm, engine_options(timeout));
+  } catch (const concord::Error& e) {
+    throw_torch_error(e);
+  }
+}
+
+ConcordBackend::~ConcordBackend() {
+  shutdown();
+}
+
+void ConcordBackend::shutdown() {
+  try {
+    if (engine_) engine_->shutdown();
+  } catch (...) {
+    // Shutdown gives up on gone peers itself; nothing more to do at exit.
+  }
+}
+
+concord::Engine& ConcordBackend::engine(const char* call) {
+  TORCH_CHECK(engine_ != nullptr, "concord: ", call, ": the process group was shut down");
+  return *engine_;
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::launch(c10d::OpType type, const char* title,
+                                                      std::vector<at::Tensor> outputs,
+                                                      std::vector<Step> steps) {
+  auto work = c10::make_intrusive<ConcordWork>(rank_, type, title, std::move(outputs));
+  auto state = std::make_shared<LaunchState>(steps.size());
+  auto shared_steps = std::make_shared<std::vector<Step>>(std::move(steps));
+  auto finish = [this, work, state, shared_steps] {
+    completer_.post([work, state, shared_steps] {
+      state->enqueued.get_future().wait();
+      std::exception_ptr error = state->error;
+      if (!error) {
+        try {
+          for (std::size_t i = 0; i < shared_steps->size(); ++i) {
+            if ((*shared_steps)[i].after) (*shared_steps)[i].after(state->handles[i]);
+          }
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      work->complete(error);
+    });
+  };
+  const std::size_t count = shared_steps->size();
+  for (std::size_t i = 0; i < count; ++i) {
+    concord::Completion done = [state, finish](const concord::Error* e) {
+      if (e != nullptr) state->fail(work_error(*e));
+      if (--state->remaining == 0) finish();
+    };
+    Step& step = (*shared_steps)[i];
+    try {
+      state->handles[i] = step.enqueue(step.names, std::move(done));
+      for (std::size_t n = 0; n < step.names.size(); ++n) {
+        names_.in_flight(step.names[n], state->handles[i][n]);
+      }
+    } catch (const concord::Error& e) {
+      if (i == 0) throw_torch_error(e);  // nothing in flight: raise at once
+      state->fail(work_error(e));
+      if ((state->remaining -= static_cast<int>(count - i)) == 0) finish();
+      break;
+    }
+  }
+  state->enqueued.set_value();
+  return work;
+}
+
+Step ConcordBackend::allreduce_step(std::vector<at::Tensor> tensors, const c10d::ReduceOp& op,
+                                    const char* call, const char* kind) {
+  check_tensors(tensors, call, "tensors");
+  const ReduceSpec spec = reduce_op_of(op, tensors.at(0).scalar_type(), call);
+  std::vector<Staged> staged;
+  std::vector<concord::TensorView> views;
+  Step step;
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK_TYPE(t.scalar_type() == tensors[0].scalar_type(), "concord: ", call,
+                     ": the tensors have dtypes ", tensors[0].scalar_type(), " and ",
+                     t.scalar_type(), "; one call reduces one dtype");
+    staged.push_back(stage(t));
+    reduce_dtype(t.scalar_type(), call);
+    views.push_back(reduce_view(staged.back().dense));
+    step.names.push_back(names_.next(kind));
+  }
+  concord::Engine* engine = &this->engine(call);
+  step.enqueue = [engine, views, spec](const std::vector<std::string>& names,
+                                       concord::Completion done) {
+    if (names.size() == 1) {
+      return std::vector<concord::Handle>{
+          engine->enqueue_allreduce(names[0], views[0], spec.op, spec.prescale, 1.0, done)};
+    }
+    return engine->enqueue_grouped_allreduce(names, views, spec.op, spec.prescale, 1.0, done);
+  };
+  step.after = [staged](const std::vector<concord::Handle>&) {
+    for (const Staged& s : staged) s.copy_back();
+  };
+  return step;
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::AllreduceOptions& opts) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "concord: allreduce takes one tensor per rank, not ",
+                    tensors.size());
+  std::vector<Step> steps;
+  steps.push_back(allreduce_step(tensors, opts.reduceOp, "allreduce"));
+  return launch(c10d::OpType::ALLREDUCE, "concord:all_reduce", tensors, std::move(steps));
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK_VALUE(!tensors.empty(), "concord: allreduce_coalesced: no tensors");
+  std::vector<Step> steps;
+  steps.push_back(allreduce_step(tensors, opts.reduceOp, "allreduce_coalesced"));
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, "concord:all_reduce_coalesced", tensors,
+                std::move(steps));
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                         const c10d::BroadcastOptions& opts) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "concord: broadcast takes one tensor per rank, not ",
+                    tensors.size());
+  check_tensors(tensors, "broadcast", "tensors");
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "concord: broadcast: root ",
+                    opts.rootRank, " is not a rank of this group of ", size_);
+  const Staged staged = stage(tensors[0]);
+  const concord::TensorView view = byte_view(staged.dense);
+  concord::Engine* engine = &this->engine("broadcast");
+  const int root = static_cast<int>(opts.rootRank);
+  Step step;
+  step.names = {names_.next("broadcast")};
+  step.enqueue = [engine, view, root](const std::vector<std::string>& names,
+                                      concord::Completion done) {
+    return std::vector<concord::Handle>{engine->enqueue_broadcast(names[0], view, root, done)};
+  };
+  step.after = [staged](const std::vector<concord::Handle>&) { staged.copy_back(); };
+  std::vector<Step> steps;
+  steps.push_back(std::move(step));
+  return launch(c10d::OpType::BROADCAST, "concord:broadcast", tensors, std::move(steps));
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::barrier(const c10d::BarrierOptions&) {
+  // An allreduce of one int32 that every rank must reach.
+  std::vector<at::Tensor> token{at::zeros({1}, at::kInt)};
+  std::vector<Step> steps;
+  steps.push_back(allreduce_step(token, c10d::ReduceOp::SUM, "barrier", "barrier"));
+  return launch(c10d::OpType::BARRIER, "concord:barrier", {}, std::move(steps));
+}
+
+}  // namespace concord_torch

@@ -1,0 +1,121 @@
+// concord as a torch.distributed backend: a c10d::Backend whose collectives go
+// through a concord::Engine on the group's own MPI communicator.
+//
+// Every collective is asynchronous: it is enqueued on the engine and returns a
+// ConcordWork at once; the engine runs it when every rank of the group has
+// submitted it (fusing allreduces that are ready together), and the Work and its
+// Future complete on the backend's completer thread (work.hpp). The group's
+// timeout becomes the engine's stall timeout, so a rank that never submits a
+// collective fails it on every rank with an error naming the collective and the
+// ranks missing, instead of hanging.
+#pragma once
+
+#include "names.hpp"
+#include "work.hpp"
+
+#include <concord/concord.hpp>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace concord_torch {
+
+// One engine enqueue of a collective, and what to do with its results.
+struct Step {
+  std::vector<std::string> names;
+  // Enqueues under `names` with `done` as the completion; returns the handles.
+  std::function<std::vector<concord::Handle>(const std::vector<std::string>& names,
+                                             concord::Completion done)>
+      enqueue;
+  // On success, on the completer thread: results into the output tensors.
+  std::function<void(const std::vector<concord::Handle>&)> after;
+};
+
+class ConcordBackend final : public c10d::Backend {
+ public:
+  // `world_ranks`: the group's members as ranks of MPI_COMM_WORLD, in group
+  // order (empty: the whole world). Collective over the group.
+  ConcordBackend(int rank, int size, const std::vector<int64_t>& world_ranks,
+                 std::chrono::milliseconds timeout, const std::string& group_name);
+  ~ConcordBackend() override;
+
+  const std::string getBackendName() const override { return "concord"; }
+  bool supportsCoalescing() const override { return false; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // What concord does not implement: each raises NotImplementedError naming it.
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
+  // Stops the engine: pending collectives fail. Idempotent; the destructor and
+  // the package's exit handler (before MPI is finalized) call it.
+  void shutdown() override;
+
+ private:
+  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* title,
+                                        std::vector<at::Tensor> outputs, std::vector<Step> steps);
+  // `kind` names the engine's collectives (names.hpp).
+  Step allreduce_step(std::vector<at::Tensor> tensors, const c10d::ReduceOp& op, const char* call,
+                      const char* kind = "allreduce");
+  Step allgather_step(at::Tensor input, std::function<void(const std::vector<std::byte>&)> place,
+                      const char* call);
+  Step reducescatter_step(at::Tensor input, at::Tensor output, const c10d::ReduceOp& op,
+                          const char* call);
+  concord::Engine& engine(const char* call);
+
+  std::unique_ptr<concord::Engine> engine_;
+  CollectiveNames names_;
+  Completer completer_;  // last: joined first, while the engine is still alive
+};
+
+}  // namespace concord_torch

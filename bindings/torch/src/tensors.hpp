@@ -1,0 +1,56 @@
+// How torch tensors and reduce ops become concord's: dtypes, ops, views, and
+// the errors for what concord cannot take. Every function here throws a torch
+// error (c10::TypeError, c10::ValueError, c10::NotImplementedError) naming the
+// call and what was wrong, which torch turns into the matching Python exception.
+#pragma once
+
+#include <concord/concord.hpp>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace concord_torch {
+
+// The dtype concord reduces a tensor of `dtype` as. Complex tensors reduce as
+// pairs of their real type (valid for sum and average only, which the caller
+// checks through reduce_op_of).
+concord::DataType reduce_dtype(at::ScalarType dtype, const char* call);
+
+// result = postscale * (op over ranks of prescale * x): torch's op as concord's.
+struct ReduceSpec {
+  concord::ReduceOp op = concord::ReduceOp::Sum;
+  double prescale = 1.0;
+};
+ReduceSpec reduce_op_of(const c10d::ReduceOp& op, at::ScalarType dtype, const char* call);
+
+// Elements concord reduces for `t` (twice numel for a complex tensor).
+std::size_t reduce_count(const at::Tensor& t);
+
+// Checks every collective's tensors share: dense (not sparse), on the CPU or a
+// CUDA device, all on the same device; `what` names the argument in errors.
+void check_tensors(const std::vector<at::Tensor>& tensors, const char* call, const char* what);
+
+// The tensor concord works on: `t` itself when it is contiguous, else a
+// contiguous copy that `copy_back` writes into `t` after the collective.
+struct Staged {
+  at::Tensor original;
+  at::Tensor dense;
+  void copy_back() const {
+    if (!dense.is_same(original)) original.copy_(dense);
+  }
+};
+Staged stage(const at::Tensor& t);
+
+// A view of `t` (contiguous) for the engine; CUDA tensors carry the current
+// stream of their device, so the engine runs after the work queued on it.
+concord::TensorView reduce_view(const at::Tensor& t);
+// The same bytes as uint8, for collectives that only move data (any dtype).
+concord::TensorView byte_view(const at::Tensor& t);
+
+bool is_cuda(const at::Tensor& t);
+
+}  // namespace concord_torch

@@ -1,0 +1,214 @@
+"""torch.distributed collectives through the "concord" backend, each checked
+against a reference computed here from every rank's inputs (which each rank can
+generate itself: they are functions of the rank)."""
+import functools
+import operator
+
+import pytest
+import torch
+import torch.distributed as dist
+
+REDUCE_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
+                 torch.int64, torch.int8, torch.uint8]
+OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.PRODUCT: "prod", dist.ReduceOp.MIN: "min",
+       dist.ReduceOp.MAX: "max", dist.ReduceOp.AVG: "avg"}
+
+
+def rank_input(rank, n, dtype, salt=0):
+    """Rank `rank`'s input: small integers (exact in every dtype, products too)."""
+    values = (torch.arange(n, dtype=torch.int64) * 7 + rank * 3 + salt) % 3 + 1
+    if dtype in (torch.complex64, torch.complex128):
+        return torch.complex(values.double(), -values.double()).to(dtype)
+    return values.to(dtype)
+
+
+def reference(op, tensors):
+    stacked = torch.stack([t.to(torch.complex128) if t.is_complex() else t.double()
+                           for t in tensors])
+    if op == "sum":
+        return stacked.sum(0)
+    if op == "avg":
+        return stacked.sum(0) / len(tensors)
+    if op == "prod":
+        return functools.reduce(operator.mul, stacked)
+    return stacked.min(0).values if op == "min" else stacked.max(0).values
+
+
+def everyone(n, dtype, salt=0):
+    size = dist.get_world_size()
+    return [rank_input(r, n, dtype, salt) for r in range(size)]
+
+
+@pytest.mark.parametrize("dtype", REDUCE_DTYPES, ids=str)
+@pytest.mark.parametrize("op", list(OPS), ids=lambda o: OPS[o])
+def test_allreduce_every_dtype_and_op(group, dtype, op):
+    name = OPS[op]
+    if name == "avg" and not dtype.is_floating_point:
+        pytest.skip("avg reduces floating dtypes only")
+    n = 1000
+    t = rank_input(dist.get_rank(), n, dtype)
+    dist.all_reduce(t, op=op)
+    expected = reference(name, everyone(n, dtype))
+    if dtype.is_floating_point:
+        assert torch.allclose(t.double(), expected, rtol=1e-2 if t.element_size() == 2 else 1e-6)
+    else:
+        assert torch.equal(t, expected.to(dtype))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 65536, 1 << 20])
+def test_allreduce_sizes(group, n):
+    t = rank_input(dist.get_rank(), n, torch.float32)
+    dist.all_reduce(t)
+    assert torch.equal(t.double(), reference("sum", everyone(n, torch.float32)))
+
+
+def test_allreduce_complex(group):
+    t = rank_input(dist.get_rank(), 100, torch.complex64)
+    dist.all_reduce(t)
+    assert torch.allclose(t.to(torch.complex128), reference("sum", everyone(100, torch.complex64)))
+
+
+def test_allreduce_noncontiguous(group):
+    base = rank_input(dist.get_rank(), 200, torch.float64).reshape(20, 10)
+    view = base.t()  # not contiguous: reduced through a copy, written back
+    dist.all_reduce(view)
+    expected = reference("sum", [t.reshape(20, 10) for t in everyone(200, torch.float64)])
+    assert torch.equal(base, expected)
+
+
+def test_allreduce_async_future_chain(group):
+    t = rank_input(dist.get_rank(), 1000, torch.float32)
+    work = dist.all_reduce(t, async_op=True)
+    doubled = work.get_future().then(lambda fut: fut.value()[0] * 2)
+    assert torch.equal(doubled.wait(), 2 * reference("sum", everyone(1000, torch.float32)).float())
+    assert work.is_completed() and work.is_success()
+
+
+def test_many_async_allreduces_in_flight(group):
+    # More than the backend's name window of one kind (256) outstanding at once.
+    tensors = [rank_input(dist.get_rank(), 10, torch.float32, salt=i) for i in range(300)]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]
+    for w in works:
+        w.wait()
+    for i, t in enumerate(tensors):
+        assert torch.equal(t.double(), reference("sum", everyone(10, torch.float32, salt=i)))
+
+
+def test_allreduce_coalesced(group):
+    tensors = [rank_input(dist.get_rank(), n, torch.float64, salt=n) for n in (3, 100, 5000)]
+    dist.all_reduce_coalesced(tensors, op=dist.ReduceOp.MAX)
+    for t, n in zip(tensors, (3, 100, 5000)):
+        assert torch.equal(t, reference("max", everyone(n, torch.float64, salt=n)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.int16, torch.complex128],
+                         ids=str)
+def test_broadcast_from_every_root(group, dtype):
+    for root in range(dist.get_world_size()):
+        t = rank_input(dist.get_rank(), 33, torch.int64).to(dtype)
+        dist.broadcast(t, src=root)
+        assert torch.equal(t, rank_input(root, 33, torch.int64).to(dtype))
+
+
+def test_all_gather(group):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    outputs = [torch.empty(4, 3) for _ in range(size)]
+    dist.all_gather(outputs, rank_input(rank, 12, torch.float32).reshape(4, 3))
+    for r in range(size):
+        assert torch.equal(outputs[r], rank_input(r, 12, torch.float32).reshape(4, 3))
+
+
+def test_all_gather_into_tensor(group):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    out = torch.empty(size * 6, dtype=torch.int32)
+    dist.all_gather_into_tensor(out, rank_input(rank, 6, torch.int32))
+    assert torch.equal(out, torch.cat([rank_input(r, 6, torch.int32) for r in range(size)]))
+
+
+def test_all_gather_into_tensor_coalesced(group):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    pg = dist.distributed_c10d._get_default_group()
+    inputs = [rank_input(rank, n, torch.float32, salt=n) for n in (2, 9)]
+    outputs = [torch.empty(size * n) for n in (2, 9)]
+    pg.allgather_into_tensor_coalesced(outputs, inputs).wait()
+    for out, n in zip(outputs, (2, 9)):
+        assert torch.equal(out, torch.cat([rank_input(r, n, torch.float32, salt=n)
+                                           for r in range(size)]))
+
+
+def test_reduce_scatter(group):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    inputs = [rank_input(rank, 5, torch.float64, salt=block) for block in range(size)]
+    out = torch.empty(5, dtype=torch.float64)
+    dist.reduce_scatter(out, inputs)
+    assert torch.equal(out, reference("sum", everyone(5, torch.float64, salt=rank)))
+
+
+def test_reduce_scatter_tensor(group):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    out = torch.empty(8)
+    dist.reduce_scatter_tensor(out, rank_input(rank, 8 * size, torch.float32),
+                               op=dist.ReduceOp.AVG)
+    expected = reference("avg", everyone(8 * size, torch.float32))[rank * 8:(rank + 1) * 8]
+    assert torch.allclose(out.double(), expected)
+
+
+def test_all_to_all_single_even_and_uneven(group):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    # Even: rank r sends its block j (2 rows of 3) to rank j.
+    inp = rank_input(rank, size * 6, torch.float32).reshape(size * 2, 3)
+    out = torch.empty_like(inp)
+    dist.all_to_all_single(out, inp)
+    for j in range(size):
+        sent = rank_input(j, size * 6, torch.float32).reshape(size * 2, 3)
+        assert torch.equal(out[j * 2:(j + 1) * 2], sent[rank * 2:(rank + 1) * 2])
+    # Uneven: rank r sends r + j + 1 rows to rank j.
+    def splits(r):
+        return [r + j + 1 for j in range(size)]
+    inp = torch.full((sum(splits(rank)), 2), float(rank))
+    recv = [splits(j)[rank] for j in range(size)]
+    out = torch.empty(sum(recv), 2)
+    dist.all_to_all_single(out, inp, output_split_sizes=recv, input_split_sizes=splits(rank))
+    assert torch.equal(out, torch.cat([torch.full((recv[j], 2), float(j)) for j in range(size)]))
+
+
+def test_barrier(group):
+    dist.barrier()
+
+
+def test_unsupported_call_names_itself(group):
+    with pytest.raises(NotImplementedError, match="concord: reduce is not supported"):
+        dist.reduce(torch.ones(3), dst=0)
+
+
+def test_bool_allreduce_is_a_type_error(group):
+    with pytest.raises(TypeError, match="cannot reduce tensors of dtype Bool"):
+        dist.all_reduce(torch.ones(3, dtype=torch.bool))
+
+
+def test_counts_that_differ_fail_on_every_rank(group):
+    t = torch.ones(10 + dist.get_rank())
+    if dist.get_world_size() == 1:
+        pytest.skip("needs two ranks")
+    with pytest.raises(ValueError, match="ranks submitted it differently"):
+        dist.all_reduce(t)
+    # The group goes on working afterwards.
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(dist.get_world_size())))
+
+
+def test_subgroup_and_gloo_group_side_by_side(group):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    members = list(range(0, size, 2))  # the even ranks
+    sub = dist.new_group(members, backend="concord")
+    gloo = dist.new_group(backend="gloo")
+    if rank in members:
+        t = torch.full((3,), float(rank))
+        dist.all_reduce(t, group=sub)
+        assert torch.equal(t, torch.full((3,), float(sum(members))))
+    t = torch.full((3,), float(rank))
+    dist.all_reduce(t, group=gloo)
+    assert torch.equal(t, torch.full((3,), float(sum(range(size)))))
+    dist.destroy_process_group(sub)
+    dist.destroy_process_group(gloo)
