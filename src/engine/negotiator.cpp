@@ -337,11 +337,13 @@ Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, 
 void Negotiator::accept(std::vector<std::shared_ptr<Work>> fresh) {
   for (auto& w : fresh) {
     pending_[w->name] = w;
+    if (w->sig.kind == WorkKind::Join) announce_held_requests();
     // Announced by name when it is new or its signature changed here, and also
     // when some rank has announced it already (registry_, the same on every
     // rank): that rank waits for everyone's announcement, not for cache bits,
-    // so this one must announce too, or the difference would never show.
-    if (!cached_id(*w) || registry_.contains(w->name)) {
+    // so this one must announce too, or the difference would never show. A
+    // rank that joins negotiates by name too (negotiator_join.cpp says why).
+    if (!cached_id(*w) || registry_.contains(w->name) || joining()) {
       w->announced = true;
       to_announce_.push_back(w);
     }

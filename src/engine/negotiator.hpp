@@ -101,8 +101,13 @@ class Negotiator {
   // While some rank has joined: what cannot run with zeros fails, on every rank
   // that submitted it (and leaves the registry, the same on every rank).
   void fail_while_joined(const std::vector<bool>& joined, Outcome& out);
-  // A joined rank's ready bit for every cached allreduce of host tensors.
+  // A joined rank's ready bit for every cached allreduce of host tensors that
+  // no rank is negotiating by name.
   void set_joined_bits(std::uint64_t* all_ready_words) const;
+  // Whether this rank has submitted a join that has not completed.
+  bool joining() const;
+  // On this rank's join: its requests waiting on cache bits are announced by name.
+  void announce_held_requests();
   // The work that runs here for `name`: this rank's own, or zeros (joined).
   std::shared_ptr<Work> take_or_fill(const std::string& name, const Signature& sig,
                                      bool announced_here);

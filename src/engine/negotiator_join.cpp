@@ -4,6 +4,12 @@
 // name and never cached, so the registry (the same on every rank) says who has
 // joined; every decision below reads only the registry and the cycle's bits, so
 // every rank makes it alike.
+//
+// A joining rank negotiates its own requests by name, never through cache bits:
+// its bits stand for zeros, so a request of its own that waits on a cached id
+// would be filled for, and itself never run nor fail, if another rank changed
+// that name's signature meanwhile (its handle would hang). By name, the
+// registry holds both signatures, and the name fails with a mismatch everywhere.
 #include "engine/negotiator.hpp"
 
 #include <fmt/format.h>
@@ -29,7 +35,22 @@ std::vector<bool> Negotiator::joined_ranks() const {
 void Negotiator::set_joined_bits(std::uint64_t* all_ready_words) const {
   if (!joined_ranks()[static_cast<std::size_t>(rank_)]) return;
   for (std::size_t id = 0; id < cache_.size(); ++id) {
-    if (fillable(cache_[id].second)) all_ready_words[id / 64] |= std::uint64_t{1} << (id % 64);
+    // A name in the registry completes there, with every rank's signature.
+    if (fillable(cache_[id].second) && !registry_.contains(cache_[id].first)) {
+      all_ready_words[id / 64] |= std::uint64_t{1} << (id % 64);
+    }
+  }
+}
+
+bool Negotiator::joining() const {
+  return pending_.contains(kJoinName) || joined_ranks()[static_cast<std::size_t>(rank_)];
+}
+
+void Negotiator::announce_held_requests() {
+  for (auto& [name, w] : pending_) {
+    if (w->announced || w->sig.kind == WorkKind::Join) continue;
+    w->announced = true;
+    to_announce_.push_back(w);
   }
 }
 

@@ -11,10 +11,12 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace concord;
@@ -267,4 +269,45 @@ TEST_CASE("while a rank has joined, allgather, alltoall and reducescatter fail o
                                             ReduceOp::Sum),
                ErrorCode::InvalidArgument, {"j/rs", "reducescatter", "ranks [0", "have joined"});
   engine.enqueue_join().wait();
+}
+
+TEST_CASE(
+    "join: a joining rank's own request fails with a mismatch when another rank "
+    "changes the name's signature, instead of hanging",
+    "[engine][horovod][errors]") {
+  Communicator comm = Communicator::world();
+  const int rank = comm.rank();
+  const int n = comm.size();
+  if (n < 2) return;
+  Engine engine(comm, quick());
+  // Cached everywhere as 8 floats.
+  std::vector<float> x(16, 1.0f);
+  engine.enqueue_allreduce("jc/x", {x.data(), 8, DataType::Float32}, ReduceOp::Sum).wait();
+  // Returns once `h` completed; fails the test (instead of hanging) after 20 s.
+  auto settled = [](const Handle& h) {
+    for (int i = 0; i < 20000 && !h.test(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(h.test());
+    return h;
+  };
+  if (rank == 0) {
+    // Its request waits on the others (cached, 8 floats), then it joins.
+    Handle mine = engine.enqueue_allreduce("jc/x", {x.data(), 8, DataType::Float32}, ReduceOp::Sum);
+    Handle joined = engine.enqueue_join();
+    expect_error(settled(mine), ErrorCode::Mismatch,
+                 {"jc/x", "submitted it differently", "count=8", "count=16"});
+    settled(joined);
+    return;
+  }
+  // Once rank 0's join is agreed (this allreduce gets its zeros), the others
+  // submit the name with 16 floats.
+  std::vector<float> probe(1, 1.0f);
+  engine.enqueue_allreduce("jc/probe", {probe.data(), 1, DataType::Float32}, ReduceOp::Sum).wait();
+  CHECK(probe[0] == static_cast<float>(n - 1));
+  Handle theirs =
+      engine.enqueue_allreduce("jc/x", {x.data(), 16, DataType::Float32}, ReduceOp::Sum);
+  expect_error(settled(theirs), ErrorCode::Mismatch,
+               {"jc/x", "submitted it differently", "count=8", "count=16"});
+  settled(engine.enqueue_join());
 }
