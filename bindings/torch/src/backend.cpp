@@ -132,12 +132,12 @@ Step ConcordBackend::allreduce_step(std::vector<at::Tensor> tensors, const c10d:
     step.names.push_back(names_.next(kind));
   }
   concord::Engine* engine = &this->engine(call);
+  // Always as a group, even of one: the engine then starts a cycle for it at
+  // once, where a single enqueue waits for the next timer cycle (up to
+  // CONCORD_CYCLE_TIME_MS) to gather others: a c10d call is complete as it comes
+  // (a DDP bucket is already fused), and its caller usually waits on it.
   step.enqueue = [engine, views, spec](const std::vector<std::string>& names,
                                        concord::Completion done) {
-    if (names.size() == 1) {
-      return std::vector<concord::Handle>{
-          engine->enqueue_allreduce(names[0], views[0], spec.op, spec.prescale, 1.0, done)};
-    }
     return engine->enqueue_grouped_allreduce(names, views, spec.op, spec.prescale, 1.0, done);
   };
   step.after = [staged](const std::vector<concord::Handle>&) {
