@@ -212,3 +212,44 @@ def test_subgroup_and_gloo_group_side_by_side(group):
     assert torch.equal(t, torch.full((3,), float(sum(range(size)))))
     dist.destroy_process_group(sub)
     dist.destroy_process_group(gloo)
+
+
+def test_coalesced_call_with_more_tensors_than_the_name_window(group):
+    # 300 tensors in one call: more than the backend's 256 names per kind.
+    tensors = [torch.full((2,), float(dist.get_rank() + i)) for i in range(300)]
+    dist.all_reduce_coalesced(tensors)
+    size = dist.get_world_size()
+    for i, t in enumerate(tensors):
+        assert torch.equal(t, torch.full((2,), float(sum(r + i for r in range(size)))))
+
+
+def test_a_future_callback_may_wait_on_another_collective(group):
+    # As DDP's PowerSGD hook does: a then() callback runs a second allreduce and
+    # waits on its future.
+    first = torch.ones(4)
+    second = torch.ones(4)
+
+    def then_reduce_again(fut):
+        dist.all_reduce(second, async_op=True).get_future().wait()
+        return fut.value()[0] + second
+
+    chained = dist.all_reduce(first, async_op=True).get_future().then(then_reduce_again)
+    size = float(dist.get_world_size())
+    assert torch.equal(chained.wait(), torch.full((4,), 2 * size))
+
+
+def test_a_completed_collective_releases_its_tensors(group):
+    import gc
+    import weakref
+
+    t = torch.ones(1000)
+    ref = weakref.ref(t)
+    dist.all_reduce(t)
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+def test_empty_tensors_in_gathers_are_a_clear_error(group):
+    with pytest.raises(ValueError, match="all_gather|empty tensors"):
+        dist.all_gather_into_tensor(torch.empty(0), torch.empty(0))

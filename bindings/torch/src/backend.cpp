@@ -26,19 +26,48 @@ concord::EngineOptions engine_options(std::chrono::milliseconds timeout) {
   return options;
 }
 
-// What the steps of one launch share until the last of them completes.
+// What the steps of one launch share until the last of them completes. The
+// engine keeps each step's completion (which holds this state) for as long as a
+// Handle of it lives (CollectiveNames keeps some), so the completer takes the
+// Work, the steps and the handles out of it: what they hold (the tensors) is
+// released when the collective completes, not when the engine forgets it.
 struct LaunchState {
-  explicit LaunchState(std::size_t steps) : remaining(static_cast<int>(steps)), handles(steps) {}
+  LaunchState(c10::intrusive_ptr<ConcordWork> w, std::vector<Step> s)
+      : remaining(static_cast<int>(s.size())),
+        handles(s.size()),
+        work(std::move(w)),
+        steps(std::move(s)) {}
   std::atomic<int> remaining;
   std::mutex mutex;
   std::exception_ptr error;  // the first
   std::vector<std::vector<concord::Handle>> handles;
   std::promise<void> enqueued;
+  c10::intrusive_ptr<ConcordWork> work;
+  std::vector<Step> steps;
   void fail(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!error) error = std::move(e);
   }
 };
+
+// On the completer: the results into the outputs, then the Work and its Future.
+void finish_launch(const std::shared_ptr<LaunchState>& state) {
+  state->enqueued.get_future().wait();
+  auto work = std::move(state->work);
+  auto steps = std::move(state->steps);
+  auto handles = std::move(state->handles);
+  std::exception_ptr error = state->error;
+  if (!error) {
+    try {
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        if (steps[i].after) steps[i].after(handles[i]);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  work->complete(error);
+}
 
 }  // namespace
 
@@ -74,40 +103,38 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::launch(c10d::OpType type, const c
                                                       std::vector<at::Tensor> outputs,
                                                       std::vector<Step> steps) {
   auto work = c10::make_intrusive<ConcordWork>(rank_, type, title, std::move(outputs));
-  auto state = std::make_shared<LaunchState>(steps.size());
-  auto shared_steps = std::make_shared<std::vector<Step>>(std::move(steps));
-  auto finish = [this, work, state, shared_steps] {
-    completer_.post([work, state, shared_steps] {
-      state->enqueued.get_future().wait();
-      std::exception_ptr error = state->error;
-      if (!error) {
-        try {
-          for (std::size_t i = 0; i < shared_steps->size(); ++i) {
-            if ((*shared_steps)[i].after) (*shared_steps)[i].after(state->handles[i]);
-          }
-        } catch (...) {
-          error = std::current_exception();
-        }
-      }
-      work->complete(error);
-    });
+  if (steps.empty()) {  // nothing to exchange (an empty list of tensors)
+    work->complete(nullptr);
+    return work;
+  }
+  const std::size_t count = steps.size();
+  auto state = std::make_shared<LaunchState>(work, std::move(steps));
+  Completer* completer = &completer_;
+  auto finish = [completer, state] { completer->post([state] { finish_launch(state); }); };
+  // Step i could not be enqueued: the Work fails with `error` once the steps
+  // before it complete.
+  auto give_up = [&](std::exception_ptr error, std::size_t i) {
+    state->fail(std::move(error));
+    if ((state->remaining -= static_cast<int>(count - i)) == 0) finish();
   };
-  const std::size_t count = shared_steps->size();
   for (std::size_t i = 0; i < count; ++i) {
     concord::Completion done = [state, finish](const concord::Error* e) {
       if (e != nullptr) state->fail(work_error(*e));
       if (--state->remaining == 0) finish();
     };
-    Step& step = (*shared_steps)[i];
+    Step& step = state->steps[i];
     try {
       state->handles[i] = step.enqueue(step.names, std::move(done));
       for (std::size_t n = 0; n < step.names.size(); ++n) {
         names_.in_flight(step.names[n], state->handles[i][n]);
       }
     } catch (const concord::Error& e) {
-      if (i == 0) throw_torch_error(e);  // nothing in flight: raise at once
-      state->fail(work_error(e));
-      if ((state->remaining -= static_cast<int>(count - i)) == 0) finish();
+      if (i == 0) throw_torch_error(e);  // nothing in flight yet: raise at once
+      give_up(work_error(e), i);
+      break;
+    } catch (...) {
+      if (i == 0) throw;
+      give_up(std::current_exception(), i);
       break;
     }
   }
@@ -119,18 +146,24 @@ Step ConcordBackend::allreduce_step(std::vector<at::Tensor> tensors, const c10d:
                                     const char* call, const char* kind) {
   check_tensors(tensors, call, "tensors");
   const ReduceSpec spec = reduce_op_of(op, tensors.at(0).scalar_type(), call);
-  std::vector<Staged> staged;
-  std::vector<concord::TensorView> views;
-  Step step;
   for (const at::Tensor& t : tensors) {
     TORCH_CHECK_TYPE(t.scalar_type() == tensors[0].scalar_type(), "concord: ", call,
                      ": the tensors have dtypes ", tensors[0].scalar_type(), " and ",
                      t.scalar_type(), "; one call reduces one dtype");
-    staged.push_back(stage(t));
+    TORCH_CHECK_VALUE(!is_cuda(t) || t.is_contiguous(), "concord: ", call,
+                      ": CUDA tensors must be contiguous");
     reduce_dtype(t.scalar_type(), call);
-    views.push_back(reduce_view(staged.back().dense));
-    step.names.push_back(names_.next(kind));
   }
+  // Every check before the names: a rank that raises takes none, so its
+  // names stay in step with the other ranks'.
+  std::vector<Staged> staged;
+  std::vector<concord::TensorView> views;
+  for (const at::Tensor& t : tensors) {
+    staged.push_back(stage(t));
+    views.push_back(reduce_view(staged.back().dense, call));
+  }
+  Step step;
+  step.names = names_.next(kind, tensors.size());
   concord::Engine* engine = &this->engine(call);
   // Always as a group, even of one: the engine then starts a cycle for it at
   // once, where a single enqueue waits for the next timer cycle (up to
@@ -169,6 +202,8 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::broadcast(std::vector<at::Tensor>
   TORCH_CHECK_VALUE(tensors.size() == 1, "concord: broadcast takes one tensor per rank, not ",
                     tensors.size());
   check_tensors(tensors, "broadcast", "tensors");
+  TORCH_CHECK_VALUE(!is_cuda(tensors[0]) || tensors[0].is_contiguous(),
+                    "concord: broadcast: CUDA tensors must be contiguous");
   TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "concord: broadcast: root ",
                     opts.rootRank, " is not a rank of this group of ", size_);
   const Staged staged = stage(tensors[0]);
@@ -176,7 +211,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::broadcast(std::vector<at::Tensor>
   concord::Engine* engine = &this->engine("broadcast");
   const int root = static_cast<int>(opts.rootRank);
   Step step;
-  step.names = {names_.next("broadcast")};
+  step.names = names_.next("broadcast", 1);
   step.enqueue = [engine, view, root](const std::vector<std::string>& names,
                                       concord::Completion done) {
     return std::vector<concord::Handle>{engine->enqueue_broadcast(names[0], view, root, done)};

@@ -107,10 +107,14 @@ class ConcordBackend final : public c10d::Backend {
   // `kind` names the engine's collectives (names.hpp).
   Step allreduce_step(std::vector<at::Tensor> tensors, const c10d::ReduceOp& op, const char* call,
                       const char* kind = "allreduce");
+  // One engine collective each, under `name` (CollectiveNames); their
+  // arguments are checked before the names are taken.
   Step allgather_step(at::Tensor input, std::function<void(const std::vector<std::byte>&)> place,
-                      const char* call);
+                      const char* call, std::string name);
+  void check_reducescatter(const at::Tensor& input, const at::Tensor& output,
+                           const c10d::ReduceOp& op, const char* call) const;
   Step reducescatter_step(at::Tensor input, at::Tensor output, const c10d::ReduceOp& op,
-                          const char* call);
+                          const char* call, std::string name);
   concord::Engine& engine(const char* call);
 
   std::unique_ptr<concord::Engine> engine_;

@@ -30,16 +30,22 @@ std::size_t bytes_of(const at::Tensor& t) {
   return static_cast<std::size_t>(t.nbytes());
 }
 
+// The engine gathers and scatters rows of at least one element.
+void not_empty(const at::Tensor& t, const char* call) {
+  TORCH_CHECK_VALUE(t.numel() > 0, "concord: ", call,
+                    ": empty tensors are not supported (the tensor has shape ", t.sizes(), ")");
+}
+
 }  // namespace
 
 Step ConcordBackend::allgather_step(at::Tensor input,
                                     std::function<void(const std::vector<std::byte>&)> place,
-                                    const char* call) {
+                                    const char* call, std::string name) {
   const Staged staged = stage(input);
   const concord::TensorView view = byte_view(staged.dense);
   concord::Engine* engine = &this->engine(call);
   Step step;
-  step.names = {names_.next("allgather")};
+  step.names = {std::move(name)};
   // One row per rank: a rank's whole tensor, so ranks whose sizes differ fail
   // with the engine's mismatch error.
   step.enqueue = [engine, view, staged](const std::vector<std::string>& names,
@@ -65,6 +71,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allgather(
   check_tensors(outputs[0], "allgather", "output");
   host_only(inputs, "allgather");
   host_only(outputs[0], "allgather");
+  not_empty(inputs[0], "allgather");
   for (const at::Tensor& out : outputs[0]) {
     TORCH_CHECK_VALUE(out.sizes() == inputs[0].sizes() && out.dtype() == inputs[0].dtype(),
                       "concord: allgather: an output tensor is ", out.sizes(), " ", out.dtype(),
@@ -82,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allgather(
           out.copy_back();
         }
       },
-      "allgather"));
+      "allgather", names_.next("allgather", 1)[0]));
   return launch(c10d::OpType::ALLGATHER, "concord:all_gather", targets, std::move(steps));
 }
 
@@ -91,6 +98,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::_allgather_base(at::Tensor& outpu
                                                                const c10d::AllgatherOptions&) {
   check_tensors({input, output}, "_allgather_base", "tensors");
   host_only({input, output}, "_allgather_base");
+  not_empty(input, "allgather_into_tensor");
   TORCH_CHECK_VALUE(output.dtype() == input.dtype() && output.numel() == input.numel() * size_,
                     "concord: allgather_into_tensor: the output (", output.numel(), " ",
                     output.dtype(), ") must hold ", size_, " times the input (", input.numel(), " ",
@@ -104,7 +112,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::_allgather_base(at::Tensor& outpu
         copy_bytes(out.dense, gathered.data(), gathered.size());
         out.copy_back();
       },
-      "_allgather_base"));
+      "_allgather_base", names_.next("allgather", 1)[0]));
   return launch(c10d::OpType::_ALLGATHER_BASE, "concord:all_gather_into_tensor", {output},
                 std::move(steps));
 }
@@ -115,15 +123,19 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allgather_into_tensor_coalesced(
   TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
                     "concord: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
                     inputs.size(), " inputs");
-  std::vector<Step> steps;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    // Each pair checked and gathered as _allgather_base does.
+    // Each pair checked as _allgather_base does, all before the names are taken.
     check_tensors({inputs[i], outputs[i]}, "allgather_into_tensor_coalesced", "tensors");
     host_only({inputs[i], outputs[i]}, "allgather_into_tensor_coalesced");
+    not_empty(inputs[i], "allgather_into_tensor_coalesced");
     TORCH_CHECK_VALUE(
         outputs[i].dtype() == inputs[i].dtype() && outputs[i].numel() == inputs[i].numel() * size_,
         "concord: allgather_into_tensor_coalesced: output ", i, " must hold ", size_,
         " times input ", i);
+  }
+  const std::vector<std::string> names = names_.next("allgather", inputs.size());
+  std::vector<Step> steps;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor target = outputs[i];
     steps.push_back(allgather_step(
         inputs[i],
@@ -132,28 +144,36 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allgather_into_tensor_coalesced(
           copy_bytes(out.dense, gathered.data(), gathered.size());
           out.copy_back();
         },
-        "allgather_into_tensor_coalesced"));
+        "allgather_into_tensor_coalesced", names[i]));
   }
   (void)opts;
   return launch(c10d::OpType::COALESCED, "concord:all_gather_into_tensor_coalesced", outputs,
                 std::move(steps));
 }
 
-Step ConcordBackend::reducescatter_step(at::Tensor input, at::Tensor output,
-                                        const c10d::ReduceOp& op, const char* call) {
+void ConcordBackend::check_reducescatter(const at::Tensor& input, const at::Tensor& output,
+                                         const c10d::ReduceOp& op, const char* call) const {
   check_tensors({input, output}, call, "tensors");
   host_only({input, output}, call);
+  not_empty(output, call);
   TORCH_CHECK_VALUE(output.dtype() == input.dtype() && input.numel() == output.numel() * size_,
                     "concord: ", call, ": the input (", input.numel(), " ", input.dtype(),
                     ") must hold ", size_, " times the output (", output.numel(), " ",
                     output.dtype(), ")");
+  reduce_dtype(input.scalar_type(), call);
+  reduce_op_of(op, input.scalar_type(), call);
+}
+
+Step ConcordBackend::reducescatter_step(at::Tensor input, at::Tensor output,
+                                        const c10d::ReduceOp& op, const char* call,
+                                        std::string name) {
   const ReduceSpec spec = reduce_op_of(op, input.scalar_type(), call);
   const Staged in = stage(input);
-  concord::TensorView view = reduce_view(in.dense);
+  concord::TensorView view = reduce_view(in.dense, call);
   const std::size_t row_elements = reduce_count(output);
   concord::Engine* engine = &this->engine(call);
   Step step;
-  step.names = {names_.next("reducescatter")};
+  step.names = {std::move(name)};
   // size_ rows of one output each: rank r keeps row r, reduced.
   step.enqueue = [engine, view, row_elements, spec, in](const std::vector<std::string>& names,
                                                         concord::Completion done) {
@@ -178,6 +198,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::reduce_scatter(
                     "concord: reduce_scatter: ", inputs[0].size(), " input tensors for a group of ",
                     size_);
   check_tensors(inputs[0], "reduce_scatter", "input");
+  check_tensors(outputs, "reduce_scatter", "output");
   for (const at::Tensor& in : inputs[0]) {
     TORCH_CHECK_VALUE(in.sizes() == outputs[0].sizes() && in.dtype() == outputs[0].dtype(),
                       "concord: reduce_scatter: an input tensor is ", in.sizes(), " ", in.dtype(),
@@ -186,15 +207,20 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::reduce_scatter(
   // The inputs side by side, one row per rank.
   std::vector<at::Tensor> rows;
   for (const at::Tensor& in : inputs[0]) rows.push_back(in.reshape({-1}));
+  const at::Tensor side_by_side = at::cat(rows);
+  check_reducescatter(side_by_side, outputs[0], opts.reduceOp, "reduce_scatter");
   std::vector<Step> steps;
-  steps.push_back(reducescatter_step(at::cat(rows), outputs[0], opts.reduceOp, "reduce_scatter"));
+  steps.push_back(reducescatter_step(side_by_side, outputs[0], opts.reduceOp, "reduce_scatter",
+                                     names_.next("reducescatter", 1)[0]));
   return launch(c10d::OpType::REDUCE_SCATTER, "concord:reduce_scatter", outputs, std::move(steps));
 }
 
 c10::intrusive_ptr<c10d::Work> ConcordBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  check_reducescatter(input, output, opts.reduceOp, "reduce_scatter_tensor");
   std::vector<Step> steps;
-  steps.push_back(reducescatter_step(input, output, opts.reduceOp, "reduce_scatter_tensor"));
+  steps.push_back(reducescatter_step(input, output, opts.reduceOp, "reduce_scatter_tensor",
+                                     names_.next("reducescatter", 1)[0]));
   return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "concord:reduce_scatter_tensor", {output},
                 std::move(steps));
 }
@@ -205,10 +231,14 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::reduce_scatter_tensor_coalesced(
   TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
                     "concord: reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
                     inputs.size(), " inputs");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_reducescatter(inputs[i], outputs[i], opts.reduceOp, "reduce_scatter_tensor_coalesced");
+  }
+  const std::vector<std::string> names = names_.next("reducescatter", inputs.size());
   std::vector<Step> steps;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     steps.push_back(reducescatter_step(inputs[i], outputs[i], opts.reduceOp,
-                                       "reduce_scatter_tensor_coalesced"));
+                                       "reduce_scatter_tensor_coalesced", names[i]));
   }
   return launch(c10d::OpType::COALESCED, "concord:reduce_scatter_tensor_coalesced", outputs,
                 std::move(steps));
@@ -223,7 +253,10 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::alltoall_base(
                     output.dtype(), ", the input ", input.dtype());
   // Rows are slices along the first dimension (single elements for a 1-D tensor).
   const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
-  const std::size_t row_bytes = rows == 0 ? 0 : bytes_of(input) / static_cast<std::size_t>(rows);
+  std::size_t row_bytes = static_cast<std::size_t>(input.element_size());
+  for (int64_t d = 1; d < input.dim(); ++d) row_bytes *= static_cast<std::size_t>(input.size(d));
+  TORCH_CHECK_VALUE(row_bytes > 0, "concord: all_to_all_single: rows of no elements (shape ",
+                    input.sizes(), ") are not supported");
   std::vector<std::size_t> send_rows;
   if (!input_split_sizes.empty()) {
     TORCH_CHECK_VALUE(static_cast<int>(input_split_sizes.size()) == size_,
@@ -243,7 +276,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::alltoall_base(
   concord::Engine* engine = &this->engine("alltoall_base");
   const std::vector<int64_t> expected = output_split_sizes;
   Step step;
-  step.names = {names_.next("alltoall")};
+  step.names = names_.next("alltoall", 1);
   step.enqueue = [engine, view, row_bytes, send_rows, in](const std::vector<std::string>& names,
                                                           concord::Completion done) {
     return std::vector<concord::Handle>{

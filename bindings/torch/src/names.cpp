@@ -7,27 +7,30 @@ namespace concord_torch {
 CollectiveNames::CollectiveNames(std::string group, std::size_t window)
     : group_(std::move(group)), window_(window) {}
 
-std::string CollectiveNames::next(const std::string& kind) {
-  concord::Handle earlier;
-  std::string name;
+std::vector<std::string> CollectiveNames::next(const std::string& kind, std::size_t parts) {
+  std::vector<concord::Handle> earlier;
+  std::vector<std::string> names;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t k = calls_[kind]++ % window_;
-    name = group_ + "/" + kind + "#" + std::to_string(k);
-    auto it = pending_.find(name);
-    if (it != pending_.end()) {
-      earlier = std::move(it->second);
-      pending_.erase(it);
+    const std::string base = group_ + "/" + kind + "#" + std::to_string(k);
+    for (std::size_t i = 0; i < parts; ++i) {
+      names.push_back(parts == 1 ? base : base + "." + std::to_string(i));
+      auto it = pending_.find(names.back());
+      if (it != pending_.end()) {
+        earlier.push_back(std::move(it->second));
+        pending_.erase(it);
+      }
     }
   }
-  // Its failure, if any, was reported through its own Work.
-  if (earlier.valid()) {
+  // Their failures, if any, were reported through their own Works.
+  for (const concord::Handle& h : earlier) {
     try {
-      earlier.wait();
+      h.wait();
     } catch (...) {
     }
   }
-  return name;
+  return names;
 }
 
 void CollectiveNames::in_flight(const std::string& name, concord::Handle handle) {

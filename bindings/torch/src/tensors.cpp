@@ -38,8 +38,12 @@ ReduceSpec reduce_op_of(const c10d::ReduceOp& op, at::ScalarType dtype, const ch
     case c10d::ReduceOp::SUM:
       return {concord::ReduceOp::Sum, 1.0};
     case c10d::ReduceOp::AVG:
+      TORCH_CHECK_VALUE(at::isFloatingType(dtype) || complex, "concord: ", call,
+                        ": AVG reduces floating-point tensors only, not ", dtype);
       return {concord::ReduceOp::Avg, 1.0};
     case c10d::ReduceOp::PREMUL_SUM: {
+      TORCH_CHECK_VALUE(at::isFloatingType(dtype) || complex, "concord: ", call,
+                        ": PREMUL_SUM reduces floating-point tensors only, not ", dtype);
       auto* factor = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK_VALUE(factor != nullptr, "concord: ", call, ": PREMUL_SUM without its factor");
       const double f = factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
@@ -101,11 +105,11 @@ concord::TensorView with_device(concord::TensorView view, const at::Tensor& t) {
 }
 }  // namespace
 
-concord::TensorView reduce_view(const at::Tensor& t) {
+concord::TensorView reduce_view(const at::Tensor& t, const char* call) {
   concord::TensorView view;
   view.data = t.data_ptr();
   view.count = reduce_count(t);
-  view.dtype = reduce_dtype(t.scalar_type(), "allreduce");
+  view.dtype = reduce_dtype(t.scalar_type(), call);
   return with_device(view, t);
 }
 

@@ -47,7 +47,7 @@ Staged stage(const at::Tensor& t);
 
 // A view of `t` (contiguous) for the engine; CUDA tensors carry the current
 // stream of their device, so the engine runs after the work queued on it.
-concord::TensorView reduce_view(const at::Tensor& t);
+concord::TensorView reduce_view(const at::Tensor& t, const char* call);
 // The same bytes as uint8, for collectives that only move data (any dtype).
 concord::TensorView byte_view(const at::Tensor& t);
 

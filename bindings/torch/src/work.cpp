@@ -31,34 +31,47 @@ void ConcordWork::complete(std::exception_ptr error) {
   }
 }
 
-Completer::Completer() : thread_([this] { run(); }) {}
+Completer::Completer() : pool_(std::make_shared<Pool>()) {}
 
 Completer::~Completer() {
+  std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    pool_->stopping = true;
+    threads.swap(threads_);
   }
-  wake_.notify_one();
-  thread_.join();
+  pool_->wake.notify_all();
+  for (std::thread& t : threads) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();  // this very task's thread: it ends when the task returns
+    } else {
+      t.join();
+    }
+  }
 }
 
 void Completer::post(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    tasks_.push_back(std::move(task));
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    pool_->tasks.push_back(std::move(task));
+    if (pool_->tasks.size() > pool_->idle && threads_.size() < kMaxThreads) {
+      threads_.emplace_back([pool = pool_] { run(pool); });
+    }
   }
-  wake_.notify_one();
+  pool_->wake.notify_one();
 }
 
-void Completer::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
+void Completer::run(const std::shared_ptr<Pool>& pool) {
+  std::unique_lock<std::mutex> lock(pool->mutex);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-    if (tasks_.empty()) return;  // stopping, and nothing left
-    auto task = std::move(tasks_.front());
-    tasks_.pop_front();
+    ++pool->idle;
+    pool->wake.wait(lock, [&] { return pool->stopping || !pool->tasks.empty(); });
+    --pool->idle;
+    if (pool->tasks.empty()) return;  // stopping, and nothing left
+    auto task = std::move(pool->tasks.front());
+    pool->tasks.pop_front();
     lock.unlock();
-    task();  // tasks catch their own errors (ConcordBackend::launch)
+    task();  // tasks catch their own errors (finish_launch)
     lock.lock();
   }
 }

@@ -15,6 +15,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -36,10 +37,17 @@ class ConcordWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// One thread running queued tasks in order; joined (after the queue drains) on
-// destruction.
+// The threads that run queued tasks (completing Works and their Futures, whose
+// callbacks run there). A callback may block on another concord collective (a
+// DDP comm hook that waits on a second allreduce's future), whose completion is
+// then queued behind it: whenever more tasks wait than threads are idle, another
+// thread starts (up to kMaxThreads), so a blocked task never holds up the ones
+// it waits for. The threads end, after the queue drains, on destruction; one
+// that destroys the Completer from a task of its own is detached, and ends once
+// that task returns.
 class Completer {
  public:
+  static constexpr std::size_t kMaxThreads = 16;
   Completer();
   ~Completer();
   Completer(const Completer&) = delete;
@@ -47,12 +55,16 @@ class Completer {
   void post(std::function<void()> task);
 
  private:
-  void run();
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopping_ = false;
-  std::thread thread_;
+  struct Pool {  // shared with the threads, so a detached one outlives the Completer safely
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::function<void()>> tasks;
+    std::size_t idle = 0;
+    bool stopping = false;
+  };
+  static void run(const std::shared_ptr<Pool>& pool);
+  std::shared_ptr<Pool> pool_;
+  std::vector<std::thread> threads_;  // guarded by pool_->mutex
 };
 
 }  // namespace concord_torch

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""DDP training throughput over the concord backend, against gloo, one process and
+the machine's own ceiling for N ranks.
+
+    bench/torch_ddp.py [--model mlp|cnn] [--rounds 3] [--steps 30] [--json F]
+
+Runs, each round in a rotating order, every configuration as its own job with every
+rank pinned to a core and one torch thread per rank:
+  concord   mpiexec -n N, DistributedDataParallel on the "concord" group
+  gloo      the same on gloo
+  ceiling   mpiexec -n N, each rank training its share alone, without exchanging
+            anything: what N ranks on this machine reach with free communication
+  single    one process training the global batch
+Throughput is global samples per second over the timed steps (after warm-up), the
+slowest rank's time. Prints each configuration's median over the rounds and the
+medians of the ratios taken within each round (concord/gloo, concord/single,
+concord/ceiling), and for gloo the share of its step spent in allreduce (its step
+against the ceiling's). Run it from the repository root; needs concord with its torch backend.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+PER_RANK_BATCH = 64
+
+
+def make_model(name):
+    import torch.nn as nn
+    if name == "mlp":
+        return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                             nn.Linear(1024, 10))
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def worker(args):
+    """One rank (or the single process) of a configuration; prints a JSON line."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+    distributed = args.config in ("concord", "gloo")
+    if args.config != "single":
+        import concord.torch  # noqa: F401  (RANK etc. from MPI)
+    import torch.distributed as dist
+    rank, size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if distributed:
+        dist.init_process_group(args.config)
+    torch.manual_seed(0)
+    model = make_model(args.model)
+    if distributed:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ranks_in_job = size if args.config != "single" else 1
+    batch = PER_RANK_BATCH * (args.ranks if args.config == "single" else 1)
+    shape = (batch, 784) if args.model == "mlp" else (batch, 1, 28, 28)
+    x, y = torch.randn(*shape), torch.randint(0, 10, (batch,))
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    for _ in range(args.warmup):
+        step()
+    if distributed:
+        dist.barrier()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    elapsed = time.perf_counter() - start
+    if distributed:
+        t = torch.tensor([elapsed], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        elapsed = t.item()
+        dist.destroy_process_group()
+    samples = PER_RANK_BATCH * args.ranks * args.steps
+    if rank == 0:
+        print(json.dumps({"config": args.config, "elapsed_s": elapsed, "ranks": ranks_in_job,
+                          "samples_per_s": samples / elapsed}))
+
+
+def run_job(args, config):
+    me = [sys.executable, os.path.abspath(__file__), "--worker", config, "--model", args.model,
+          "--steps", str(args.steps), "--warmup", str(args.warmup), "--ranks", str(args.ranks)]
+    n = 1 if config == "single" else args.ranks
+    cmd = [args.mpiexec, "-bind-to", "core", "-n", str(n)] + me
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        sys.exit(f"torch_ddp: {config} failed:\n{out.stderr[-3000:]}")
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("{")][-1]
+    return json.loads(line)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--mpiexec", default="mpiexec.mpich")
+    p.add_argument("--json")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        args.config = args.worker
+        return worker(args)
+    configs = ["concord", "gloo", "ceiling", "single"]
+    results = {c: [] for c in configs}
+    for r in range(args.rounds):
+        for c in configs[r % 4:] + configs[:r % 4]:
+            results[c].append(run_job(args, c)["samples_per_s"])
+    med = {c: statistics.median(v) for c, v in results.items()}
+    # Ratios within each round (the machine's speed drifts between rounds), then
+    # their median.
+    def ratio(f):
+        return statistics.median(f(i) for i in range(args.rounds))
+    per = results
+    ratios = {"concord_over_gloo": ratio(lambda i: per["concord"][i] / per["gloo"][i]),
+              "concord_over_single": ratio(lambda i: per["concord"][i] / per["single"][i]),
+              "concord_over_ceiling": ratio(lambda i: per["concord"][i] / per["ceiling"][i]),
+              "ceiling_over_single": ratio(lambda i: per["ceiling"][i] / per["single"][i]),
+              "gloo_allreduce_share": ratio(lambda i: 1 - per["gloo"][i] / per["ceiling"][i])}
+    for c in configs:
+        print(f"{c:>8}: {med[c]:9.0f} samples/s  (rounds: "
+              + ", ".join(f"{v:.0f}" for v in results[c]) + ")")
+    for k, v in ratios.items():
+        print(f"{k}: {v:.2f}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"model": args.model, "ranks": args.ranks, "steps": args.steps,
+                       "per_rank_batch": PER_RANK_BATCH, "samples_per_s": results,
+                       "median": med, "ratios": ratios}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
