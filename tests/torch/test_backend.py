@@ -253,3 +253,29 @@ def test_a_completed_collective_releases_its_tensors(group):
 def test_empty_tensors_in_gathers_are_a_clear_error(group):
     with pytest.raises(ValueError, match="all_gather|empty tensors"):
         dist.all_gather_into_tensor(torch.empty(0), torch.empty(0))
+
+
+def test_torchrun_is_refused_with_what_to_do(group):
+    import os
+    import subprocess
+    import sys
+
+    if dist.get_rank() != 0:
+        return
+    # As torchrun starts a process: its variables, none of an MPI launcher's.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDI_", "MPI_LOCALRANKID"))}
+    env.update(TORCHELASTIC_RUN_ID="job", RANK="0", WORLD_SIZE="2")
+    p = subprocess.run([sys.executable, "-c", "import concord.torch"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "started by torchrun" in p.stderr and "concordrun -np N" in p.stderr
+
+
+def test_torchrun_variables_come_from_mpi(group):
+    import os
+
+    assert int(os.environ["RANK"]) == dist.get_rank()
+    assert int(os.environ["WORLD_SIZE"]) == dist.get_world_size()
+    assert 0 <= int(os.environ["LOCAL_RANK"]) < int(os.environ["LOCAL_WORLD_SIZE"])
+    assert os.environ["MASTER_ADDR"] and int(os.environ["MASTER_PORT"]) > 0

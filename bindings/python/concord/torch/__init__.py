@@ -110,6 +110,7 @@ def _shutdown() -> None:
 
 
 _check_torch_version()
+_check_launcher()  # before MPI starts: torchrun's processes are not MPI ranks
 _concord.init()
 set_torchrun_environment()
 if BACKEND.upper() not in dist.Backend._plugins:  # imported once per process
