@@ -107,6 +107,16 @@ class ConcordBackend final : public c10d::Backend {
   // `kind` names the engine's collectives (names.hpp).
   Step allreduce_step(std::vector<at::Tensor> tensors, const c10d::ReduceOp& op, const char* call,
                       const char* kind = "allreduce");
+  // allgather_into_tensor and reduce_scatter_tensor over pairs of tensors, one
+  // engine collective per pair; `call` names them in errors.
+  c10::intrusive_ptr<c10d::Work> launch_gathers_into(const std::vector<at::Tensor>& outputs,
+                                                     const std::vector<at::Tensor>& inputs,
+                                                     const char* call, c10d::OpType type,
+                                                     const char* title);
+  c10::intrusive_ptr<c10d::Work> launch_reducescatters(const std::vector<at::Tensor>& outputs,
+                                                       const std::vector<at::Tensor>& inputs,
+                                                       const c10d::ReduceOp& op, const char* call,
+                                                       c10d::OpType type, const char* title);
   // One engine collective each, under `name` (CollectiveNames); their
   // arguments are checked before the names are taken.
   Step allgather_step(at::Tensor input, std::function<void(const std::vector<std::byte>&)> place,

@@ -93,45 +93,21 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allgather(
   return launch(c10d::OpType::ALLGATHER, "concord:all_gather", targets, std::move(steps));
 }
 
-c10::intrusive_ptr<c10d::Work> ConcordBackend::_allgather_base(at::Tensor& output,
-                                                               at::Tensor& input,
-                                                               const c10d::AllgatherOptions&) {
-  check_tensors({input, output}, "_allgather_base", "tensors");
-  host_only({input, output}, "_allgather_base");
-  not_empty(input, "allgather_into_tensor");
-  TORCH_CHECK_VALUE(output.dtype() == input.dtype() && output.numel() == input.numel() * size_,
-                    "concord: allgather_into_tensor: the output (", output.numel(), " ",
-                    output.dtype(), ") must hold ", size_, " times the input (", input.numel(), " ",
-                    input.dtype(), ")");
-  const at::Tensor target = output;
-  std::vector<Step> steps;
-  steps.push_back(allgather_step(
-      input,
-      [target](const std::vector<std::byte>& gathered) {
-        const Staged out = stage(target);
-        copy_bytes(out.dense, gathered.data(), gathered.size());
-        out.copy_back();
-      },
-      "_allgather_base", names_.next("allgather", 1)[0]));
-  return launch(c10d::OpType::_ALLGATHER_BASE, "concord:all_gather_into_tensor", {output},
-                std::move(steps));
-}
-
-c10::intrusive_ptr<c10d::Work> ConcordBackend::allgather_into_tensor_coalesced(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
-                    "concord: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
-                    inputs.size(), " inputs");
+c10::intrusive_ptr<c10d::Work> ConcordBackend::launch_gathers_into(
+    const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, const char* call,
+    c10d::OpType type, const char* title) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "concord: ", call, ": ", outputs.size(),
+                    " outputs for ", inputs.size(), " inputs");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    // Each pair checked as _allgather_base does, all before the names are taken.
-    check_tensors({inputs[i], outputs[i]}, "allgather_into_tensor_coalesced", "tensors");
-    host_only({inputs[i], outputs[i]}, "allgather_into_tensor_coalesced");
-    not_empty(inputs[i], "allgather_into_tensor_coalesced");
+    // Every pair checked before the names are taken.
+    check_tensors({inputs[i], outputs[i]}, call, "tensors");
+    host_only({inputs[i], outputs[i]}, call);
+    not_empty(inputs[i], call);
     TORCH_CHECK_VALUE(
         outputs[i].dtype() == inputs[i].dtype() && outputs[i].numel() == inputs[i].numel() * size_,
-        "concord: allgather_into_tensor_coalesced: output ", i, " must hold ", size_,
-        " times input ", i);
+        "concord: ", call, ": output ", i, " (", outputs[i].numel(), " ", outputs[i].dtype(),
+        ") must hold ", size_, " times input ", i, " (", inputs[i].numel(), " ", inputs[i].dtype(),
+        ")");
   }
   const std::vector<std::string> names = names_.next("allgather", inputs.size());
   std::vector<Step> steps;
@@ -144,11 +120,23 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allgather_into_tensor_coalesced(
           copy_bytes(out.dense, gathered.data(), gathered.size());
           out.copy_back();
         },
-        "allgather_into_tensor_coalesced", names[i]));
+        call, names[i]));
   }
-  (void)opts;
-  return launch(c10d::OpType::COALESCED, "concord:all_gather_into_tensor_coalesced", outputs,
-                std::move(steps));
+  return launch(type, title, outputs, std::move(steps));
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::_allgather_base(at::Tensor& output,
+                                                               at::Tensor& input,
+                                                               const c10d::AllgatherOptions&) {
+  return launch_gathers_into({output}, {input}, "allgather_into_tensor",
+                             c10d::OpType::_ALLGATHER_BASE, "concord:all_gather_into_tensor");
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  return launch_gathers_into(outputs, inputs, "allgather_into_tensor_coalesced",
+                             c10d::OpType::COALESCED, "concord:all_gather_into_tensor_coalesced");
 }
 
 void ConcordBackend::check_reducescatter(const at::Tensor& input, const at::Tensor& output,
@@ -207,41 +195,38 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::reduce_scatter(
   // The inputs side by side, one row per rank.
   std::vector<at::Tensor> rows;
   for (const at::Tensor& in : inputs[0]) rows.push_back(in.reshape({-1}));
-  const at::Tensor side_by_side = at::cat(rows);
-  check_reducescatter(side_by_side, outputs[0], opts.reduceOp, "reduce_scatter");
+  return launch_reducescatters(outputs, {at::cat(rows)}, opts.reduceOp, "reduce_scatter",
+                               c10d::OpType::REDUCE_SCATTER, "concord:reduce_scatter");
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::launch_reducescatters(
+    const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+    const c10d::ReduceOp& op, const char* call, c10d::OpType type, const char* title) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "concord: ", call, ": ", outputs.size(),
+                    " outputs for ", inputs.size(), " inputs");
+  // Every pair checked before the names are taken.
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_reducescatter(inputs[i], outputs[i], op, call);
+  }
+  const std::vector<std::string> names = names_.next("reducescatter", inputs.size());
   std::vector<Step> steps;
-  steps.push_back(reducescatter_step(side_by_side, outputs[0], opts.reduceOp, "reduce_scatter",
-                                     names_.next("reducescatter", 1)[0]));
-  return launch(c10d::OpType::REDUCE_SCATTER, "concord:reduce_scatter", outputs, std::move(steps));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    steps.push_back(reducescatter_step(inputs[i], outputs[i], op, call, names[i]));
+  }
+  return launch(type, title, outputs, std::move(steps));
 }
 
 c10::intrusive_ptr<c10d::Work> ConcordBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  check_reducescatter(input, output, opts.reduceOp, "reduce_scatter_tensor");
-  std::vector<Step> steps;
-  steps.push_back(reducescatter_step(input, output, opts.reduceOp, "reduce_scatter_tensor",
-                                     names_.next("reducescatter", 1)[0]));
-  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "concord:reduce_scatter_tensor", {output},
-                std::move(steps));
+  return launch_reducescatters({output}, {input}, opts.reduceOp, "reduce_scatter_tensor",
+                               c10d::OpType::_REDUCE_SCATTER_BASE, "concord:reduce_scatter_tensor");
 }
 
 c10::intrusive_ptr<c10d::Work> ConcordBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
-                    "concord: reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
-                    inputs.size(), " inputs");
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_reducescatter(inputs[i], outputs[i], opts.reduceOp, "reduce_scatter_tensor_coalesced");
-  }
-  const std::vector<std::string> names = names_.next("reducescatter", inputs.size());
-  std::vector<Step> steps;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    steps.push_back(reducescatter_step(inputs[i], outputs[i], opts.reduceOp,
-                                       "reduce_scatter_tensor_coalesced", names[i]));
-  }
-  return launch(c10d::OpType::COALESCED, "concord:reduce_scatter_tensor_coalesced", outputs,
-                std::move(steps));
+  return launch_reducescatters(outputs, inputs, opts.reduceOp, "reduce_scatter_tensor_coalesced",
+                               c10d::OpType::COALESCED, "concord:reduce_scatter_tensor_coalesced");
 }
 
 c10::intrusive_ptr<c10d::Work> ConcordBackend::alltoall_base(
