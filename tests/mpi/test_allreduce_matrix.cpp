@@ -2,15 +2,15 @@
 // reference computed from inputs every rank can derive.
 //
 // CONCORD_TEST_LARGE=sampled: the largest count with one op per dtype
-// (case_wanted, test_support.hpp). CONCORD_TEST_MAX_COUNT=N leaves out the counts above N (a configuration that
-// makes every message take many tiny rounds on many ranks). CONCORD_TEST_SHM_PATH
-// =single_copy|copy: the run's large shared-memory messages must have taken that
-// path (the library's path counters say), so a configuration meant to cover it
-// fails when it silently takes another. CONCORD_TEST_BUFFERS=shared: every
-// message's buffers come from allocate_shared; shared_even: on the even ranks
-// only (the odd ones use ordinary memory), so single copy uses some peers'
-// buffers in place and copies from others; with single_copy the counters must
-// show both.
+// (case_wanted, test_support.hpp). CONCORD_TEST_MAX_COUNT=N leaves out the counts
+// above N (a configuration that makes every message take many tiny rounds on many
+// ranks). CONCORD_TEST_SHM_PATH=single_copy|copy: the run's large shared-memory
+// messages must have taken that path (the library's path counters say), so a
+// configuration meant to cover it fails when it silently takes another.
+// CONCORD_TEST_BUFFERS=shared: every message's buffers come from allocate_shared;
+// shared_even: on the even ranks only (the odd ones use ordinary memory), so
+// single copy uses some peers' buffers in place and copies from others; with
+// single_copy the counters must show both.
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>

@@ -276,8 +276,8 @@ inline bool case_wanted(DataType dtype, ReduceOp op, std::size_t count) {
     if (is_supported(dtype, o)) supported.push_back(o);
   }
   const auto& dtypes = all_dtypes();
-  const auto index = static_cast<std::size_t>(
-      std::find(dtypes.begin(), dtypes.end(), dtype) - dtypes.begin());
+  const auto index =
+      static_cast<std::size_t>(std::find(dtypes.begin(), dtypes.end(), dtype) - dtypes.begin());
   return op == supported[index % supported.size()];
 }
 
