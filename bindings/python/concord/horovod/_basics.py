@@ -69,6 +69,15 @@ def op_name(op, average=None) -> str:
     return _OP_NAMES[op]
 
 
+class HorovodInternalError(_concord_py.Error):
+    """A collective failed (a peer gone, a stall timeout, mismatched tensors):
+    Horovod's name for it, still a concord.Error with its code."""
+
+
+def internal_error(error: _concord_py.Error) -> HorovodInternalError:
+    return HorovodInternalError(error.code, error.code_value, error.message)
+
+
 _state = {"initialized": False, "shut_down": False, "cross": None}
 
 
@@ -84,8 +93,11 @@ def init(comm=None, process_sets=None) -> None:
                            "be restarted in the same process")
     if _state["initialized"]:
         return
-    from concord import tensorflow as ctf
-    ctf.init()
+    # The process-wide engine, shared by concord's Python, TensorFlow and torch
+    # APIs: a script's collectives meet in one negotiation, whatever framework
+    # made them.
+    _concord_py._concord.init()
+    _concord_py._concord.start_engine()
     # Horovod's cross communicator joins the ranks with the same local rank:
     # cross_rank is this rank's index among them.
     local_ranks = _concord_py.allgather(np.array([local_rank_unchecked()], np.int64),
@@ -118,9 +130,12 @@ def is_initialized() -> bool:
     return _state["initialized"]
 
 
-def _check():
+def require_init():
     if not _state["initialized"]:
         raise ValueError("concord.horovod has not been initialized; use hvd.init().")
+
+
+_check = require_init
 
 
 def rank_unchecked() -> int:

@@ -1,0 +1,44 @@
+"""Horovod's torch helpers for the start of training: broadcast_parameters
+and broadcast_optimizer_state."""
+from __future__ import annotations
+
+import torch
+
+from concord.horovod import _basics, _objects
+from concord.horovod.torch import _handles, _movement
+
+
+def broadcast_parameters(params, root_rank, prefix=None, process_set=None) -> None:
+    """Overwrites every rank's tensors with root_rank's: `params` is a
+    state_dict (model.state_dict()) or (name, tensor) pairs
+    (model.named_parameters()), the same names on every rank."""
+    _basics.check_process_set(process_set)
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    else:
+        items = list(params)
+        if any(not isinstance(x, tuple) or len(x) != 2 for x in items):
+            raise ValueError(f"concord.horovod.torch: broadcast_parameters takes a state_dict or "
+                             f"(name, tensor) pairs, not {type(params).__name__}")
+    handles = []
+    try:
+        for name, p in items:
+            if isinstance(p, torch.Tensor):
+                tensor = p.data if isinstance(p, torch.nn.Parameter) else p
+                full = f"{prefix}{name}" if prefix else str(name)
+                handles.append(_movement.broadcast_async_(tensor, root_rank,
+                                                          name=f"parameters/{full}"))
+    finally:
+        for h in handles:
+            _handles.synchronize(h)
+
+
+def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.", process_set=None):
+    """root_rank's optimizer state (its state_dict: per-parameter state such as
+    momentum buffers and step counts, and every param_group's settings such as
+    the learning rate) loaded into every rank's optimizer."""
+    _basics.check_process_set(process_set)
+    state = _objects.broadcast_object(optimizer.state_dict(), root_rank,
+                                      name=f"optimizer_state/{prefix}")
+    if _basics.rank() != int(root_rank):
+        optimizer.load_state_dict(state)

@@ -1,0 +1,35 @@
+"""A Horovod PyTorch script with its import changed runs under concordrun
+(hvd_torch_script.py): every rank ends with the same weights and the loss
+falls. One process runs this file; it starts the 2-rank job itself."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", 1))) > 1:
+    pytest.skip("starts its own job: run it in one process", allow_module_level=True)
+
+
+def clean_env():
+    # This test may itself run under mpiexec: the job must not join it.
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
+
+
+def test_horovod_script_under_concordrun(tmp_path):
+    # Plain concordrun: where TensorFlow is installed it starts the script in
+    # its transparent mode, which the import of concord.horovod.torch undoes.
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, "-m", "concord.launcher", "-np", "2", sys.executable,
+           os.path.join(HERE, "hvd_torch_script.py"), str(out)]
+    p = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["size"] == 2
+    first, second = result["weights"]
+    assert first == second  # the broadcast and the exchange kept the ranks identical
+    losses = result["losses"]
+    assert losses[-1] < 0.5 * losses[0], losses
