@@ -166,7 +166,7 @@ class GradientExchange:
                 if self.op == "avg":
                     values = values / _basics.size()
                 p.grad = torch.sparse_coo_tensor(indices.t(), values, p.grad.shape,
-                                                 check_invariants=False)
+                                                 check_invariants=True)
                 return
             i, sent, ctx = place
             reduced = self.compression.decompress(result[i], ctx)
