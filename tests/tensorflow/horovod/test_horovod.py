@@ -38,7 +38,9 @@ def assert_same_weights(ranks):
             assert np.array_equal(ranks[0][key], r[key]), f"{key} differs between ranks"
 
 
-@pytest.mark.parametrize("n", [2, 3])
+# One rank count each (the suite's time): fit at 3, where the warm-up's (n - 1)
+# factor and the uneven shards show; the tape loop at 2.
+@pytest.mark.parametrize("n", [3])
 def test_keras_fit_with_callbacks(tmp_path, n):
     ranks, p = concordrun(n, "fit", tmp_path)
     assert_same_weights(ranks)
@@ -56,7 +58,7 @@ def test_keras_fit_with_callbacks(tmp_path, n):
     assert "finished gradual learning rate warmup" in p.stdout
 
 
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", [2])
 def test_tape_loop_with_broadcast_after_first_step(tmp_path, n):
     ranks, _ = concordrun(n, "tape", tmp_path)
     assert_same_weights(ranks)
