@@ -85,8 +85,8 @@ def allgather_async(tensor, name=None, process_set=None) -> int:
     """Starts the concatenation of every rank's tensor along the first
     dimension (which may differ between ranks); synchronize() returns it."""
     _basics.check_process_set(process_set)
-    return _handles.register(allgather_part(tensor, _handles.op_name("allgather", name),
-                                        "allgather"))
+    return _handles.register(
+        allgather_part(tensor, _handles.op_name("allgather", name), "allgather"))
 
 
 def grouped_allgather_async(tensors, name=None, process_set=None) -> int:
