@@ -8,13 +8,14 @@ Runs, each round in a rotating order, every configuration as its own job with ev
 rank pinned to a core and one torch thread per rank:
   concord   mpiexec -n N, DistributedDataParallel on the "concord" group
   gloo      the same on gloo
+  horovod   mpiexec -n N, concord.horovod.torch's DistributedOptimizer (no DDP)
   ceiling   mpiexec -n N, each rank training its share alone, without exchanging
             anything: what N ranks on this machine reach with free communication
   single    one process training the global batch
 Throughput is global samples per second over the timed steps (after warm-up), the
 slowest rank's time. Prints each configuration's median over the rounds and the
 medians of the ratios taken within each round (concord/gloo, concord/single,
-concord/ceiling), and for gloo the share of its step spent in allreduce (its step
+concord/ceiling, horovod/concord), and for gloo the share of its step spent in allreduce (its step
 against the ceiling's). Run it from the repository root; needs concord with its torch backend.
 """
 import argparse
@@ -56,6 +57,12 @@ def worker(args):
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    hvd = None
+    if args.config == "horovod":
+        import concord.horovod.torch as hvd
+        hvd.init()
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     ranks_in_job = size if args.config != "single" else 1
     batch = PER_RANK_BATCH * (args.ranks if args.config == "single" else 1)
     shape = (batch, 784) if args.model == "mlp" else (batch, 1, 28, 28)
@@ -70,6 +77,8 @@ def worker(args):
         step()
     if distributed:
         dist.barrier()
+    if hvd:
+        hvd.barrier()
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
@@ -79,6 +88,8 @@ def worker(args):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         elapsed = t.item()
         dist.destroy_process_group()
+    if hvd:
+        elapsed = hvd.allreduce(torch.tensor([elapsed]), op=hvd.Max).item()
     samples = PER_RANK_BATCH * args.ranks * args.steps
     if rank == 0:
         print(json.dumps({"config": args.config, "elapsed_s": elapsed, "ranks": ranks_in_job,
@@ -111,10 +122,10 @@ def main():
     if args.worker:
         args.config = args.worker
         return worker(args)
-    configs = ["concord", "gloo", "ceiling", "single"]
+    configs = ["concord", "gloo", "ceiling", "single", "horovod"]
     results = {c: [] for c in configs}
     for r in range(args.rounds):
-        for c in configs[r % 4:] + configs[:r % 4]:
+        for c in configs[r % len(configs):] + configs[:r % len(configs)]:
             results[c].append(run_job(args, c)["samples_per_s"])
     med = {c: statistics.median(v) for c, v in results.items()}
     # Ratios within each round (the machine's speed drifts between rounds), then
@@ -125,6 +136,7 @@ def main():
     ratios = {"concord_over_gloo": ratio(lambda i: per["concord"][i] / per["gloo"][i]),
               "concord_over_single": ratio(lambda i: per["concord"][i] / per["single"][i]),
               "concord_over_ceiling": ratio(lambda i: per["concord"][i] / per["ceiling"][i]),
+              "horovod_over_concord": ratio(lambda i: per["horovod"][i] / per["concord"][i]),
               "ceiling_over_single": ratio(lambda i: per["ceiling"][i] / per["single"][i]),
               "gloo_allreduce_share": ratio(lambda i: 1 - per["gloo"][i] / per["ceiling"][i])}
     for c in configs:
