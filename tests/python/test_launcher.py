@@ -6,6 +6,13 @@ import pytest
 from concord.launcher import build_command, mpiexec_command
 
 
+@pytest.fixture(autouse=True)
+def keras_on_tensorflow(monkeypatch):
+    """Which runner a Python script gets depends on the backend Keras would
+    pick: TensorFlow here, unless a test says otherwise."""
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+
+
 def test_passes_mpi_options_and_program():
     cmd = build_command(["-np", "3", "-genv", "OMP_NUM_THREADS", "1", "-ppn", "2", "python",
                          "train.py", "--epochs", "2"], tensorflow=False)
@@ -176,3 +183,55 @@ def test_transparent_options_go_to_the_runner_once():
         build_command(["-np", "2", "--compression", "fp16", "./a.out"])
     with pytest.raises(SystemExit, match="--accumulate is an option of the transparent mode"):
         build_command(["-np", "2", "--accumulate", "2", "--no-tensorflow", "python", "t.py"])
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """Pretends TensorFlow, torch and Keras are installed."""
+    import concord.launcher as launcher
+    monkeypatch.setattr(launcher, "_has_tensorflow", lambda: True)
+    monkeypatch.setattr(launcher, "_has_keras_on_torch", lambda: True)
+    return launcher
+
+
+def test_keras_on_torch_runs_through_the_torch_runner(installed, monkeypatch):
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    torch_run = [sys.executable, "-m", "concord.torch.run"]
+    for tensorflow_installed in (True, False):
+        monkeypatch.setattr(installed, "_has_tensorflow", lambda: tensorflow_installed)
+        assert build_command(["-np", "2", "python", "t.py", "-x"])[3:] == torch_run + ["t.py", "-x"]
+    assert build_command(["-np", "2", "--compression", "fp16", "--accumulate", "2", "python",
+                          "t.py"])[3:] == torch_run + ["--compression", "fp16", "--accumulate",
+                                                       "2", "t.py"]
+    # named by hand: not twice; --no-tensorflow runs the script as it is
+    assert build_command(["-np", "2", "python", "-m", "concord.torch.run", "t.py"])[3:] == \
+        torch_run + ["t.py"]
+    assert build_command(["-np", "2", "--no-tensorflow", "python", "t.py"])[3:] == \
+        [sys.executable, "t.py"]
+
+
+def test_keras_json_chooses_the_backend_unless_keras_backend_is_set(installed, monkeypatch,
+                                                                      tmp_path):
+    def runner():
+        return build_command(["-np", "2", "python", "t.py"])[4:6]
+
+    monkeypatch.delenv("KERAS_BACKEND")
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    assert runner() == ["-m", "concord.tensorflow.run"]  # no keras.json: Keras's default
+    (tmp_path / "keras.json").write_text('{"floatx": "float32", "backend": "torch"}')
+    assert runner() == ["-m", "concord.torch.run"]
+    monkeypatch.setenv("KERAS_BACKEND", "")  # empty: Keras reads keras.json
+    assert runner() == ["-m", "concord.torch.run"]
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    assert runner() == ["-m", "concord.tensorflow.run"]
+    monkeypatch.delenv("KERAS_BACKEND")
+    (tmp_path / "keras.json").write_text("{not json")
+    assert runner() == ["-m", "concord.tensorflow.run"]
+
+
+def test_keras_on_torch_without_torch_runs_the_script_as_it_is(installed, monkeypatch):
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    monkeypatch.setattr(installed, "_has_keras_on_torch", lambda: False)
+    assert build_command(["-np", "2", "python", "t.py"])[3:] == [sys.executable, "t.py"]
+    with pytest.raises(SystemExit, match="--accumulate is an option of the transparent mode"):
+        build_command(["-np", "2", "--accumulate", "2", "python", "t.py"])

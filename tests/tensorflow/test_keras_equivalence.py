@@ -244,7 +244,7 @@ def test_shards_cover_every_batch_without_empty_ones(n, batch, ranks):
 def test_validation_split_is_keras_own():
     from keras.src.trainers.data_adapters.array_slicing import train_validation_split
 
-    from concord.tensorflow.transparent.arrays import split_arrays as _split_arrays
+    from concord.transparent.arrays import split_arrays as _split_arrays
     x, y = np.arange(71.0).reshape(71, 1), [np.arange(71.0), np.arange(71.0) * 2]
     for split in (0.3, 0.25, 0.5):
         mine = _split_arrays((x, y, None), split)

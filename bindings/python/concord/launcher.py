@@ -12,11 +12,13 @@ Host lists and hostfiles are checked first, then written in the launcher's own s
 Inside a Slurm allocation (salloc/sbatch) MPICH's mpiexec finds the nodes and starts
 the ranks with srun itself; no host option is needed. docs/SCALING.md has the recipes.
 
-A Python script runs data-parallel through concord.tensorflow.run (an unmodified
-Keras script: sharded inputs, averaged gradients, rank 0 writes) when TensorFlow is
-installed; --no-tensorflow runs it as it is. A script that uses the explicit API
-(concord.horovod, concord.tensorflow) runs without those patches (docs/HOROVOD.md).
-Options of that transparent mode given to concordrun go to it:
+A Python script runs data-parallel through the transparent mode (an unmodified
+Keras script: sharded inputs, averaged gradients, rank 0 writes): through
+concord.torch.run where Keras would run on torch (KERAS_BACKEND=torch, or "backend":
+"torch" in keras.json) and torch is installed, else through concord.tensorflow.run
+when TensorFlow is installed; --no-tensorflow runs it as it is. A script that uses
+the explicit API (concord.horovod, concord.tensorflow) runs without those patches
+(docs/HOROVOD.md). Options of that transparent mode given to concordrun go to it:
 
     concordrun -np 4 --compression fp16 --accumulate 2 python train.py
 
@@ -25,6 +27,7 @@ program, or end them with --). The MPI launcher is the one of the MPI concord wa
 (`mpiexec.mpich` or `mpiexec.openmpi`); CONCORD_MPIEXEC overrides it, with arguments if needed
 (CONCORD_MPIEXEC="mpiexec.openmpi --oversubscribe").
 """
+import json
 import os
 import re
 import shlex
@@ -96,21 +99,60 @@ def _install_hint():
     return "concord was built with MPICH: install its launcher (apt-get install mpich)"
 
 
-def _has_tensorflow():
+def _has_module(name):
     import importlib.util
-    return importlib.util.find_spec("tensorflow") is not None
+    return importlib.util.find_spec(name) is not None
 
 
-# concordrun options that belong to the transparent mode (concord.tensorflow.run),
-# and how many values each takes.
+def _has_tensorflow():
+    return _has_module("tensorflow")
+
+
+def _has_keras_on_torch():
+    return _has_module("torch") and _has_module("keras")
+
+
+def _keras_backend():
+    """The backend Keras will pick, as keras/src/backend/config.py does:
+    KERAS_BACKEND (when not empty), else "backend" in keras.json under
+    KERAS_HOME (default ~/.keras, or /tmp/.keras where home is not writable),
+    else tensorflow. Read here, without importing Keras."""
+    chosen = os.environ.get("KERAS_BACKEND")
+    if chosen:
+        return chosen
+    home = os.environ.get("KERAS_HOME")
+    if home is None:
+        base = os.path.expanduser("~")
+        home = os.path.join(base if os.access(base, os.W_OK) else "/tmp", ".keras")
+    try:
+        with open(os.path.join(os.path.expanduser(home), "keras.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return "tensorflow"
+    backend = config.get("backend") if isinstance(config, dict) else None
+    return backend or "tensorflow"
+
+
+# concordrun options that belong to the transparent mode (concord.tensorflow.run,
+# concord.torch.run), and how many values each takes.
 _TRANSPARENT = {"--compression": 1, "--accumulate": 1, "--per-rank-batch": 0}
-_RUNNER = ["-m", "concord.tensorflow.run"]
+_RUNNERS = (["-m", "concord.tensorflow.run"], ["-m", "concord.torch.run"])
 
 
-def _python_program(program, tensorflow, transparent=()):
-    """A Python program line, its script (or -m module) run through
-    concord.tensorflow.run when TensorFlow is installed, with `transparent`
-    (that mode's options)."""
+def _transparent_runner():
+    """The runner of the transparent mode for the backend Keras will pick:
+    concord.torch.run for torch (where torch and Keras are installed),
+    concord.tensorflow.run otherwise (where TensorFlow is installed); None
+    where there is none."""
+    if _keras_backend() == "torch":
+        return _RUNNERS[1] if _has_keras_on_torch() else None
+    return _RUNNERS[0] if _has_tensorflow() else None
+
+
+def _python_program(program, transparent_mode, transparent=()):
+    """A Python program line, its script (or -m module) run through the
+    transparent mode's runner (with `transparent`, that mode's options) unless
+    transparent_mode is False or there is none."""
     # Plain "python" means this interpreter, so the ranks see the same packages;
     # a path (a venv's python) is kept.
     interpreter = sys.executable if program[0] in ("python", "python3") else program[0]
@@ -121,16 +163,20 @@ def _python_program(program, tensorflow, transparent=()):
         flags.extend(program[i:i + n])
         i += n
     rest = program[i:]
-    if rest[:2] == _RUNNER:  # the runner named by hand: not twice
-        rest = rest[2:]
-    elif not (tensorflow and rest and rest[0] not in ("-c", "-") and _has_tensorflow()):
-        if transparent:
-            raise SystemExit(f"concordrun: {transparent[0]} is an option of the transparent "
-                             "mode, which runs a Python script or module with TensorFlow "
-                             "installed (and without --no-tensorflow)")
-        return [interpreter] + flags + rest
-    # concord.tensorflow.run patches Keras, then runs the script or module.
-    return [interpreter] + flags + _RUNNER + list(transparent) + rest
+    if rest[:2] in _RUNNERS:  # a runner named by hand: not twice
+        runner, rest = rest[:2], rest[2:]
+    else:
+        runner = (_transparent_runner() if transparent_mode and rest
+                  and rest[0] not in ("-c", "-") else None)
+        if runner is None:
+            if transparent:
+                raise SystemExit(f"concordrun: {transparent[0]} is an option of the transparent "
+                                 "mode, which runs a Python script or module with TensorFlow "
+                                 "installed, or Keras on torch (KERAS_BACKEND=torch) with "
+                                 "torch installed, and without --no-tensorflow")
+            return [interpreter] + flags + rest
+    # The runner patches Keras, then runs the script or module.
+    return [interpreter] + flags + runner + list(transparent) + rest
 
 
 def _check_host_entry(entry, where):

@@ -292,18 +292,7 @@ def DistributedOptimizer(optimizer):
 
 import keras as _keras  # noqa: E402  (after TensorFlow)
 
-
-def _model_layers(model):
-    """The model and every layer inside it, nested ones included."""
-    if hasattr(model, "_flatten_layers"):
-        return list(model._flatten_layers())
-    return [model] + list(model.layers)
-
-
-def _model_built(model):
-    """Whether every layer of the model has its variables (a subclassed model
-    is built by Keras in its first step unless built before)."""
-    return all(layer.built for layer in _model_layers(model))
+from concord.transparent.models import model_built as _model_built  # noqa: E402
 
 
 def _average_over_ranks(values, name):

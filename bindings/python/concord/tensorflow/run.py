@@ -38,7 +38,8 @@ A script that uses the explicit API itself (import concord.horovod, or
 concord.tensorflow.init(), DistributedOptimizer or DistributedGradientTape)
 runs without these patches: they are undone the moment it does (said once),
 so nothing is averaged or sharded twice. The code is in
-concord.tensorflow.transparent, one module per part.
+concord.tensorflow.transparent, one module per part (those patched alike
+on every backend in concord.transparent).
 
 Batches: by default the script's batch_size stays the global batch: each rank
 takes batch_size/N samples of every batch, strided (rank r takes samples r,
@@ -52,24 +53,19 @@ is an error. See docs/TENSORFLOW.md.
 from __future__ import annotations
 
 import os
-import runpy
 import sys
 
 from concord.tensorflow.transparent.options import parse
 from concord.tensorflow.transparent.patcher import Patcher
+from concord.transparent.program import cores_per_rank, run_program
 
 
 def _share_cores():
     """Gives each rank its share of the node's cores for TensorFlow's thread
-    pools (unless the user chose): N ranks each running a pool as wide as the
-    machine oversubscribe it, and the gradient exchange waits on the slowest."""
-    # Ranks on this node, as MPICH's and Open MPI's launchers say it.
-    local = int(os.environ.get("MPI_LOCALNRANKS") or
-                os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or "1")
-    if local <= 1:
+    pools (unless the user chose)."""
+    share = cores_per_rank()
+    if share is None:
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    share = max(1, (cores or 1) // local)
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(share))
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", str(max(1, min(2, share))))
     os.environ.setdefault("OMP_NUM_THREADS", str(share))
@@ -89,14 +85,7 @@ def main(argv=None):
     p = Patcher(o)
     ctf._explicit_hooks.append(p.undo)
     p.apply()
-    if o.module is not None:
-        sys.argv = [o.module] + o.args  # runpy puts the module's file name first
-        sys.path.insert(0, os.getcwd())  # as python -m does
-        runpy.run_module(o.module, run_name="__main__", alter_sys=True)
-        return
-    sys.argv = [o.script] + o.args
-    sys.path.insert(0, os.path.dirname(os.path.abspath(o.script)))
-    runpy.run_path(o.script, run_name="__main__")
+    run_program(o)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 
 from concord.tensorflow.transparent import sharding
-from concord.tensorflow.transparent.common import average_result
+from concord.transparent.collective import average_result
 
 
 def patch(p):

@@ -6,9 +6,10 @@ from __future__ import annotations
 import functools
 
 from concord.tensorflow.transparent import sharding
-from concord.tensorflow.transparent.arrays import numpy_inputs, split_arrays
-from concord.tensorflow.transparent.common import (
-    build_from_spec, from_rank0, moving_statistics, names)
+from concord.tensorflow.transparent.common import build_from_spec
+from concord.transparent.arrays import numpy_inputs, split_arrays
+from concord.transparent.collective import from_rank0, names
+from concord.transparent.models import moving_statistics
 
 
 def _broadcast_state_callback(ctf):

@@ -6,16 +6,6 @@ from __future__ import annotations
 import weakref
 
 
-def _all_optimizer_classes(base):
-    classes, todo = set(), [base]
-    while todo:
-        cls = todo.pop()
-        if cls not in classes:
-            classes.add(cls)
-            todo.extend(cls.__subclasses__())
-    return classes
-
-
 def _exchanging_apply(p, original):
     """original apply() behind the exchange. Only the outermost optimizer
     exchanges (a LossScaleOptimizer's inner one then sees averaged gradients,
@@ -46,13 +36,7 @@ def _exchanging_apply(p, original):
 
 
 def patch(p):
-    base = p.keras.optimizers.Optimizer
-    for cls in _all_optimizer_classes(base):
-        if "apply" in cls.__dict__:
-            p.set(cls, "apply", _exchanging_apply(p, cls.__dict__["apply"]))
-    # Classes that inherit apply() from above the Keras Optimizer.
-    if "apply" not in base.__dict__:
-        p.set(base, "apply", _exchanging_apply(p, base.apply))
+    p.wrap_optimizers_apply(lambda original: _exchanging_apply(p, original))
     if p.o.compression == "fp16":
         p.say_once("fp16", "gradients travel as float16 (--compression fp16)")
     if p.o.accumulate > 1:

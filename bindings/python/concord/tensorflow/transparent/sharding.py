@@ -1,36 +1,12 @@
-"""How the transparent mode shards fit()/evaluate() inputs over ranks: the
-global batch split by stride, numpy arrays and tf.data datasets (concord.data's
-readers are sharded already). p is the Patcher."""
+"""How the TensorFlow transparent mode shards fit()/evaluate() inputs over
+ranks: the global batch split by stride (concord.transparent.batches), numpy
+arrays and tf.data datasets (concord.data's readers are sharded already). p is
+the Patcher."""
 from __future__ import annotations
 
-from concord.tensorflow.transparent.arrays import (
-    numpy_dataset, numpy_inputs, slice_batches, static_batch)
-from concord.tensorflow.transparent.common import from_rank0
-
-
-def global_batch(p, batch_size):
-    batch = batch_size or 32
-    if p.o.per_rank_batch:
-        return batch * p.size
-    if batch < p.size:
-        raise ValueError(
-            f"concord: batch_size {batch} is smaller than the number of ranks ({p.size}): "
-            "batch_size is the global batch, split over the ranks, and every rank needs at "
-            f"least one sample of every batch. Use batch_size >= {p.size}, fewer ranks, "
-            "or --per-rank-batch.")
-    if batch % p.size:
-        p.say_once("batch", f"batch_size {batch} is not a multiple of {p.size} "
-                            "ranks: ranks get batches differing by one sample")
-    return batch
-
-
-def shuffle_seed(p):
-    """A seed for one fit()'s shuffle, the same on every rank: each rank draws
-    one from numpy's global generator (so the ranks' generators stay in step,
-    and a script's keras.utils.set_random_seed makes runs repeatable), and
-    rank 0's is taken."""
-    import numpy as np
-    return from_rank0(np.random.randint(0, 2**31 - 1), "concord.run/shuffle-seed")
+from concord.tensorflow.transparent.arrays import numpy_dataset, slice_batches, static_batch
+from concord.transparent.arrays import numpy_inputs
+from concord.transparent.batches import global_batch, shuffle_seed
 
 
 def shard_numpy(p, x, y, sample_weight, batch_size, shuffle):

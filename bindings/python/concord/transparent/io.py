@@ -5,7 +5,7 @@ import functools
 import os
 import sys
 
-from concord.tensorflow.transparent.common import wait_for_every_rank
+from concord.transparent.collective import wait_for_every_rank
 
 
 def _collective_write(p, fn, what):

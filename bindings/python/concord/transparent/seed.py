@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from concord.tensorflow.transparent.common import from_rank0
+from concord.transparent.collective import from_rank0
 
 
 def patch(p):
@@ -14,6 +14,6 @@ def patch(p):
         return
     mine = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
     seed = from_rank0(mine, "concord.run/seed")
-    p.keras.utils.set_random_seed(seed)
+    p.set_random_seed(seed)
     p.say_once("seed", f"random seed {seed} on every rank (keras.utils.set_random_seed; "
                        "a seed the script sets replaces it)")

@@ -1,4 +1,6 @@
-"""Patch `compile`: jit_compile turned off (concord's ops have no XLA kernel)."""
+"""Patch `compile`: jit_compile turned off, for the backend's reason
+(p.jit_reason: concord's TensorFlow ops have no XLA kernel; torch.compile
+would trace the gradient exchange)."""
 from __future__ import annotations
 
 import functools
@@ -14,8 +16,9 @@ def patch(p):
 
     @functools.wraps(original)
     def compile(model, *args, **kwargs):
-        if kwargs.get("jit_compile", "auto") not in (False, None):
-            p.say_once("xla", "jit_compile turned off: concord's ops have no XLA kernel")
+        wanted = kwargs.get("jit_compile", "auto")
+        if wanted not in (False, None) and (wanted != "auto" or p.auto_jit):
+            p.say_once("xla", f"jit_compile turned off: {p.jit_reason}")
         kwargs["jit_compile"] = False
         return original(model, *args, **kwargs)
 

@@ -1,0 +1,70 @@
+"""The callbacks the torch transparent mode adds to fit(): rank 0's state
+broadcast before the first step, the epoch's metrics averaged over ranks, and
+BatchNormalization's moving statistics averaged so that every rank holds the
+same model. p is the Patcher."""
+from __future__ import annotations
+
+import keras
+
+from concord.torch.transparent import exchange
+from concord.transparent.collective import average_logs, from_rank0, names
+from concord.transparent.models import moving_statistics
+
+
+class BroadcastState(keras.callbacks.Callback):
+    """Rank 0's variables (the model's and the optimizer's) and epoch to start
+    from, on every rank, after every other callback's on_train_begin (a
+    BackupAndRestore runs on rank 0 only). It has no batch hooks, so Keras may
+    still dispatch those of the others asynchronously."""
+
+    def on_train_begin(self, logs=None):
+        # Keras's torch trainer builds the model (or fails) before this.
+        epoch = getattr(self.model, "_initial_epoch", None)
+        got = from_rank0(-1 if epoch is None else int(epoch), f"concord.run/epoch/{next(names)}")
+        self.model._initial_epoch = None if got < 0 else got
+        model, optimizer = self.model, self.model.optimizer
+        variables = list(model.variables)
+        if optimizer is not None:
+            if not optimizer.built:
+                optimizer.build(model.trainable_variables)
+            variables += list(optimizer.variables)
+        exchange.broadcast_variables(variables)
+
+
+class AverageLogs(keras.callbacks.Callback):
+    """The epoch's metrics (and val_ metrics) averaged over ranks, so that
+    every rank, rank 0's progress output and History report the global values
+    (unless Keras averaged them itself: keras-nightly under DDP)."""
+
+    def __init__(self, p):
+        super().__init__()
+        self._p = p
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self._p.keras_reduces(self.model):
+            average_logs(logs, epoch)
+
+
+class AverageMovingStatistics(keras.callbacks.Callback):
+    """BatchNormalization's moving mean and variance, which each rank updates
+    from its own share of the batches, averaged over ranks before validation
+    and at the end of every epoch: every rank then holds the same model (what
+    rank 0 saves is what every rank evaluates)."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._stale = True
+
+    def on_test_begin(self, logs=None):
+        self._average()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._average()
+
+    def _average(self):
+        if not getattr(self, "_stale", False):
+            return
+        self._stale = False
+        variables = moving_statistics(self.model, keras)
+        averaged = exchange.average([v.value for v in variables])
+        for v, a in zip(variables, averaged):
+            v.assign(a)
