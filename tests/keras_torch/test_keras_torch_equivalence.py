@@ -29,7 +29,7 @@ RTOL, ATOL = 1e-5, 1e-6
 def clean_env():
     # The test may itself run under mpiexec: the children must not join its job.
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_"))}
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
     # A crash in a child shows its Python stack (faulthandler).
     env.update(KERAS_BACKEND="torch", TF_CPP_MIN_LOG_LEVEL="2", PYTHONFAULTHANDLER="1")
     return env

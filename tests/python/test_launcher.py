@@ -235,3 +235,10 @@ def test_keras_on_torch_without_torch_runs_the_script_as_it_is(installed, monkey
     assert build_command(["-np", "2", "python", "t.py"])[3:] == [sys.executable, "t.py"]
     with pytest.raises(SystemExit, match="--accumulate is an option of the transparent mode"):
         build_command(["-np", "2", "--accumulate", "2", "python", "t.py"])
+
+
+def test_keras_on_another_backend_runs_the_script_as_it_is_and_says_so(installed, monkeypatch,
+                                                                       capsys):
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert build_command(["-np", "2", "python", "t.py"])[3:] == [sys.executable, "t.py"]
+    assert "backend here is 'jax'" in capsys.readouterr().err

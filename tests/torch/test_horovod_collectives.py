@@ -44,12 +44,10 @@ def test_process_basics():
 @pytest.mark.parametrize("dtype", REDUCED, ids=str)
 @pytest.mark.parametrize("op", ["Sum", "Average", "Min", "Max", "Product"])
 def test_allreduce_every_op_and_dtype(op, dtype):
-    if op == "Average" and not dtype.is_floating_point:
-        with pytest.raises(TypeError, match="averaging integers"):
-            hvd.allreduce(data(RANK, dtype), op=hvd.Average)
-        return
     all_ranks = every(dtype)
-    expected = {"Sum": all_ranks.sum(0), "Average": all_ranks.mean(0),
+    # Integers average as in Horovod: the sum floor-divided by the rank count.
+    mean = all_ranks.mean(0) if dtype.is_floating_point else all_ranks.sum(0) // SIZE
+    expected = {"Sum": all_ranks.sum(0), "Average": mean,
                 "Min": all_ranks.min(0).values, "Max": all_ranks.max(0).values,
                 "Product": all_ranks.prod(0)}[op]
     x = data(RANK, dtype)
@@ -207,6 +205,33 @@ def test_gradients_flow_through_collectives():
     torch.testing.assert_close(g.grad, expected)
 
 
+def test_gradients_of_broadcast_alltoall_reducescatter_and_groups():
+    # broadcast: the gradient averaged over ranks, on the root only (Horovod's).
+    x = data(RANK, torch.float64).requires_grad_()
+    (hvd.broadcast(x, root_rank=0) * (RANK + 1)).sum().backward()
+    mean_weight = sum(r + 1 for r in range(SIZE)) / SIZE
+    want = torch.full_like(x, mean_weight if RANK == 0 else 0.0)
+    torch.testing.assert_close(x.grad, want)
+    # alltoall: the gradient goes back to the rank each row came from.
+    rows = torch.ones(SIZE, 2, dtype=torch.float64).requires_grad_()
+    (hvd.alltoall(rows) * (RANK + 1)).sum().backward()
+    sent_to = torch.arange(1, SIZE + 1, dtype=torch.float64).reshape(SIZE, 1).expand(SIZE, 2)
+    torch.testing.assert_close(rows.grad, sent_to)
+    # reducescatter: the blocks' gradients gathered, times size() for Sum.
+    for op, scale in ((hvd.Sum, SIZE), (hvd.Average, 1)):
+        y = torch.ones(2 * SIZE, 3, dtype=torch.float64).requires_grad_()
+        hvd.reducescatter(y, op=op).sum().backward()
+        torch.testing.assert_close(y.grad, torch.full_like(y, float(scale)))
+    # The grouped forms differentiate like the single ones.
+    a = rows_of(RANK, torch.float64).requires_grad_()
+    b = torch.ones(2 * SIZE, 1, dtype=torch.float64).requires_grad_()
+    gathered, = hvd.grouped_allgather([a])
+    block, = hvd.grouped_reducescatter([b], op=hvd.Sum)
+    (gathered.sum() + block.sum()).backward()
+    torch.testing.assert_close(a.grad, torch.ones_like(a))
+    torch.testing.assert_close(b.grad, torch.full_like(b, float(SIZE)))
+
+
 def test_objects():
     got = hvd.broadcast_object({"rank": RANK, "list": [RANK] * 3}, root_rank=0)
     assert got == {"rank": 0, "list": [0, 0, 0]}
@@ -228,6 +253,8 @@ def test_bad_input_is_named():
         hvd.elastic.State
     with pytest.raises(ValueError, match="prescale_factor"):
         hvd.allreduce(torch.ones(2, dtype=torch.int32), op=hvd.Sum, prescale_factor=2.0)
+    with pytest.raises(TypeError, match="op=hvd.Sum"):
+        hvd.grouped_allreduce([torch.ones(2), torch.ones(2, dtype=torch.int32)])
 
 
 @pytest.mark.skipif(SIZE < 2, reason="a mismatch needs two ranks")

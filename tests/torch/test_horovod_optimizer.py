@@ -153,6 +153,31 @@ def test_misuse_is_named():
         hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), op=hvd.Max)
 
 
+def test_shares_the_optimizers_state_and_schedulers():
+    net = model()
+    base = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(base, step_size=1, gamma=0.5)
+    train(net, base, 1)  # momentum buffers before wrapping
+    opt = hvd.DistributedOptimizer(base)
+    assert opt.state is base.state and opt.param_groups[0] is base.param_groups[0]
+    scheduler.step()
+    assert opt.param_groups[0]["lr"] == 0.05
+
+
+@pytest.mark.skipif(SIZE < 2, reason="a mismatch needs two ranks")
+def test_a_failed_exchange_fails_every_rank_and_the_next_step_starts_afresh():
+    torch.manual_seed(0)
+    # The same names, a different shape on rank 0: the engine refuses the exchange.
+    net = torch.nn.Linear(3, 2 if RANK == 0 else 4).double()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
+                                   named_parameters=net.named_parameters())
+    net(torch.ones(1, 3, dtype=torch.float64)).sum().backward()
+    with pytest.raises(hvd.HorovodInternalError):
+        opt.step()
+    opt.zero_grad()  # nothing outstanding any more
+    assert not opt._exchange.outstanding()
+
+
 def test_unused_parameter_and_sparse_gradients():
     class Net(torch.nn.Module):
         def __init__(self):

@@ -143,9 +143,15 @@ def _transparent_runner():
     """The runner of the transparent mode for the backend Keras will pick:
     concord.torch.run for torch (where torch and Keras are installed),
     concord.tensorflow.run otherwise (where TensorFlow is installed); None
-    where there is none."""
-    if _keras_backend() == "torch":
+    where there is none, also for Keras's other backends (said)."""
+    backend = _keras_backend()
+    if backend == "torch":
         return _RUNNERS[1] if _has_keras_on_torch() else None
+    if backend != "tensorflow":
+        print(f"concordrun: Keras's backend here is {backend!r}: the transparent mode covers "
+              "its tensorflow and torch backends, so the script runs as it is (it distributes "
+              "itself, as with --no-tensorflow)", file=sys.stderr)
+        return None
     return _RUNNERS[0] if _has_tensorflow() else None
 
 

@@ -138,6 +138,16 @@ def require_init():
 _check = require_init
 
 
+def check_root(root_rank) -> int:
+    """root_rank as an int, or a ValueError naming it where it is not a rank."""
+    require_init()
+    root = int(root_rank)
+    if not 0 <= root < _concord_py.size():
+        raise ValueError(f"concord.horovod: root_rank {root_rank} is not a rank of this job "
+                         f"(0..{_concord_py.size() - 1})")
+    return root
+
+
 def rank_unchecked() -> int:
     return _concord_py.rank()
 

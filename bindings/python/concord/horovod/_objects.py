@@ -20,10 +20,7 @@ def _object_name(kind, name):
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
     """root_rank's picklable object on every rank."""
     _basics.check_process_set(process_set)
-    _basics.require_init()
-    if not 0 <= int(root_rank) < _concord_py.size():
-        raise ValueError(f"concord.horovod: root_rank {root_rank} is not a rank of this job "
-                         f"(0..{_concord_py.size() - 1})")
+    _basics.check_root(root_rank)
     if session is not None:
         raise ValueError("concord.horovod: broadcast_object(session=...) is TensorFlow 1; "
                          "TensorFlow 2 and torch run eagerly, leave session out")

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import concord as _concord_py
 from concord import _concord
+from concord.transparent import explicit as _explicit
 
 __all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "grouped_allreduce",
            "broadcast", "allgather", "alltoall", "reducescatter", "join", "broadcast_variables", "DistributedGradientTape",
@@ -48,21 +49,10 @@ def _start() -> None:
     _concord.start_engine()
 
 
-# The launcher's transparent mode (concord.tensorflow.run) registers here what
-# to undo when the script turns out to use the explicit API itself: averaging
-# or sharding twice would train a different model.
-_explicit_hooks: List = []
-_explicit_user: List[str] = []
-
-
 def _explicit_api(what: str) -> None:
-    """Records that the script uses the explicit API (`what`); the first time,
-    runs the hooks (the transparent patches are undone)."""
-    if _explicit_user:
-        return
-    _explicit_user.append(what)
-    for hook in list(_explicit_hooks):
-        hook(what)
+    """The script uses the explicit API (`what`): concordrun's transparent patches,
+    if any, are undone (concord.transparent.explicit)."""
+    _explicit.explicit_api(what)
 
 
 rank = _concord_py.rank

@@ -57,6 +57,7 @@ import sys
 
 from concord.tensorflow.transparent.options import parse
 from concord.tensorflow.transparent.patcher import Patcher
+from concord.transparent.explicit import on_explicit_api
 from concord.transparent.program import cores_per_rank, run_program
 
 
@@ -83,7 +84,7 @@ def main(argv=None):
     from concord import tensorflow as ctf
     ctf._start()
     p = Patcher(o)
-    ctf._explicit_hooks.append(p.undo)
+    on_explicit_api(p.undo)
     p.apply()
     run_program(o)
 

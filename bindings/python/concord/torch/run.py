@@ -44,6 +44,7 @@ import os
 import sys
 
 from concord.torch.transparent.patcher import PARTS
+from concord.transparent.explicit import on_explicit_api
 from concord.transparent.options import parse
 from concord.transparent.program import cores_per_rank, run_program
 
@@ -93,6 +94,7 @@ def main(argv=None):
     _check_backend(keras)
     from concord.torch.transparent.patcher import Patcher
     p = Patcher(o)
+    on_explicit_api(p.undo)
     p.apply()
     _refuse_second_group(p)
     run_program(o)

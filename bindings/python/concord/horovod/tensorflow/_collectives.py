@@ -74,21 +74,15 @@ def grouped_allgather(tensors, name=None, process_set=None):
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
     """root_rank's tensor on every rank."""
     _basics.check_process_set(process_set)
-    _check_root(root_rank)
+    _basics.check_root(root_rank)
     return _ctf.broadcast(tensor, root_rank=root_rank, name=_ctf._clean(name) if name else None)
-
-
-def _check_root(root_rank):
-    if not 0 <= int(root_rank) < _concord_py.size():
-        raise ValueError(f"concord.horovod: root_rank {root_rank} is not a rank of this job "
-                         f"(0..{_concord_py.size() - 1})")
 
 
 def broadcast_variables(variables, root_rank, process_set=None, inplace=False):
     """Assigns root_rank's values to `variables` on every rank (same list, same
     order, on every rank)."""
     _basics.check_process_set(process_set)
-    _check_root(root_rank)
+    _basics.check_root(root_rank)
     _ctf.broadcast_variables(list(variables), root_rank=root_rank,
                              prefix=f"hvd.bcast.{next(_counter)}")
 

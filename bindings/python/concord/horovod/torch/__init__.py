@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys as _sys
 
 from concord.horovod import _unsupported
+from concord.transparent import explicit as _explicit
 from concord.horovod._basics import (  # noqa: F401
     Adasum, Average, HorovodInternalError, Max, Min, Product, ProcessSet, Sum, add_process_set,
     ccl_built, cross_rank, cross_size, cuda_built, ddl_built, global_process_set, gloo_built,
@@ -53,8 +54,8 @@ run_elastic = _unsupported.function("run_elastic (elastic training)", _unsupport
 elastic = _unsupported.elastic_module(__name__ + ".elastic")
 _sys.modules[__name__ + ".elastic"] = elastic
 
-# Under concordrun's transparent mode the launcher has patched Keras to average
-# and shard by itself; a script that uses this API does that itself, so the
-# patches are undone (docs/HOROVOD.md, "concordrun and the transparent mode").
-if "concord.tensorflow" in _sys.modules:
-    _sys.modules["concord.tensorflow"]._explicit_api("import concord.horovod.torch")
+# Under concordrun's transparent mode (either Keras backend) the launcher has
+# patched Keras to average and shard by itself; a script that uses this API does
+# that itself, so the patches are undone (docs/HOROVOD.md, "concordrun and the
+# transparent mode").
+_explicit.explicit_api("import concord.horovod.torch")

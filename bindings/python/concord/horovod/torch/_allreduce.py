@@ -14,13 +14,13 @@ from concord.horovod.torch._handles import engine
 
 def check_scales(tensor: torch.Tensor, op: str, prescale: float, postscale: float,
                  call: str) -> None:
-    """concord scales and averages floating tensors only; say so for the others
-    instead of truncating silently."""
+    """concord's engine scales and averages floating tensors only; say so for
+    the others instead of truncating silently."""
     if tensor.is_floating_point():
         return
     if op == "avg":
         raise TypeError(f"concord.horovod.torch: {call} with op=hvd.Average of a {tensor.dtype} "
-                        "tensor: averaging integers is not defined; use op=hvd.Sum and divide")
+                        "tensor: use op=hvd.Sum (and divide as you need)")
     if prescale != 1.0 or postscale != 1.0:
         raise ValueError(f"concord.horovod.torch: {call}: prescale_factor and postscale_factor "
                          f"must be 1 for a {tensor.dtype} tensor")
@@ -40,10 +40,15 @@ def deliver(source: torch.Tensor, work: torch.Tensor, in_place: bool) -> torch.T
 def launch(tensors: Sequence[torch.Tensor], names: List[str], op: str, prescale: float,
            postscale: float, in_place: bool, call: str, single: bool) -> int:
     """Enqueues the allreduce of `tensors` (one atomic group when several) and
-    returns its Horovod handle; synchronize() gives the result(s)."""
+    returns its Horovod handle; synchronize() gives the result(s). Integer
+    tensors are averaged as Horovod does: summed, then floor-divided by size()."""
     for t in tensors:
         _handles.check_tensor(t, call)
         _handles.dtype_name(t, call)
+    floor_average = op == "avg" and not any(t.is_floating_point() for t in tensors)
+    if floor_average:
+        op = "sum"
+    for t in tensors:
         check_scales(t, op, prescale, postscale, call)
     works = [_handles.host_buffer(t, copy=not in_place) for t in tensors]
     if single:
@@ -58,6 +63,9 @@ def launch(tensors: Sequence[torch.Tensor], names: List[str], op: str, prescale:
             prescale, postscale)
 
     def finish():
+        if floor_average:
+            for w in works:
+                torch.floor_divide(w, _concord_py.size(), out=w)
         results = [deliver(t, w, in_place) for t, w in zip(tensors, works)]
         return results[0] if single else results
 

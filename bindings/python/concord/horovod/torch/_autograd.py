@@ -59,20 +59,29 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
 
 
+def _allgather_grads(grads, rows_mine):
+    """allgather's backward, as Horovod: each gathered gradient averaged over
+    the ranks (as a data-parallel loss's gradients are), then this rank's rows."""
+    reduced = grouped_allreduce(list(grads), op=_basics.Average)
+    every = _handles.synchronize(_movement.allgather_async(
+        torch.tensor([rows_mine], dtype=torch.int64)))
+    starts = every[:_basics.rank()].sum(0)
+    return [r.narrow(0, int(start), rows) for r, start, rows in zip(reduced, starts, rows_mine)]
+
+
+def _rows_of(tensor) -> int:
+    return tensor.shape[0] if tensor.dim() else 1
+
+
 class _Allgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name):
-        ctx.rows = tensor.shape[0] if tensor.dim() else 1
+        ctx.rows = [_rows_of(tensor)]
         return _handles.synchronize(_movement.allgather_async(tensor, name))
 
     @staticmethod
     def backward(ctx, grad):
-        # Averaged, as Horovod does: the gradients of a data-parallel loss are.
-        reduced = allreduce(grad, op=_basics.Average)
-        rows = _handles.synchronize(_movement.allgather_async(
-            torch.tensor([ctx.rows], dtype=torch.int64)))
-        start = int(rows[:_basics.rank()].sum())
-        return reduced.narrow(0, start, ctx.rows), None
+        return _allgather_grads([grad], ctx.rows)[0], None
 
 
 def allgather(tensor, name=None, process_set=None) -> torch.Tensor:
@@ -82,8 +91,21 @@ def allgather(tensor, name=None, process_set=None) -> torch.Tensor:
     return _Allgather.apply(tensor, name)
 
 
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        ctx.rows = [_rows_of(t) for t in tensors]
+        return tuple(_handles.synchronize(_movement.grouped_allgather_async(tensors, name)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, *_allgather_grads(grads, ctx.rows))
+
+
 def grouped_allgather(tensors, name=None, process_set=None):
-    return _handles.synchronize(_movement.grouped_allgather_async(tensors, name, process_set))
+    """allgather of each tensor, started together; differentiable."""
+    _basics.check_process_set(process_set)
+    return list(_GroupedAllgather.apply(name, *tensors))
 
 
 class _Broadcast(torch.autograd.Function):
@@ -129,19 +151,25 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
     return out if splits is None else (out, received)
 
 
+def _reducescatter_grad_scale(op, prescale, postscale) -> float:
+    """What reducescatter's backward multiplies the gathered gradients by, as
+    Horovod: the scales, and size() for Sum (as allreduce's backward, a Sum of
+    every rank's gradient, gives size() times a gradient that every rank has)."""
+    summed = _basics.op_name(op) == "sum"
+    return prescale * postscale * (_basics.size() if summed else 1)
+
+
 class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale, postscale):
-        ctx.average = _basics.op_name(op) == "avg"
-        ctx.scale = prescale * postscale
+        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale)
         return _handles.synchronize(_movement.reducescatter_async(
             tensor, name, op, prescale_factor=prescale, postscale_factor=postscale))
 
     @staticmethod
     def backward(ctx, grad):
         full = _handles.synchronize(_movement.allgather_async(grad.contiguous()))
-        scale = ctx.scale / (_basics.size() if ctx.average else 1)
-        return full * scale, None, None, None, None
+        return full * ctx.scale, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=None, process_set=None,
@@ -154,9 +182,24 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=None, proc
     return compression.decompress(block, ctx)
 
 
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, *tensors):
+        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale)
+        return tuple(_handles.synchronize(_movement.grouped_reducescatter_async(
+            tensors, name, op, None, prescale, postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        full = _handles.synchronize(_movement.grouped_allgather_async(
+            [g.contiguous() for g in grads]))
+        return (None, None, None, None, *[f * ctx.scale for f in full])
+
+
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=None,
                           process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    """reducescatter of each tensor, started together; differentiable."""
+    _basics.check_process_set(process_set)
     sent, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
-    blocks = _handles.synchronize(_movement.grouped_reducescatter_async(
-        sent, name, op, process_set, prescale_factor, postscale_factor))
+    blocks = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor, *sent)
     return [compression.decompress(b, c) for b, c in zip(blocks, ctxs)]

@@ -8,7 +8,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
-from concord.horovod import _basics, _unsupported
+from concord.horovod import _basics
 from concord.horovod.torch import _allreduce, _handles, _movement
 
 Param = torch.nn.Parameter
@@ -18,12 +18,11 @@ def _scales(op, predivide: float) -> Tuple[str, float, float]:
     """(concord op, prescale, postscale) for Horovod's op and
     gradient_predivide_factor: Average divides by the factor before the sum and
     by size()/factor after (the engine's Average divides by size())."""
-    if op == _basics.Adasum:
-        _unsupported.fail("Adasum (op=hvd.Adasum)", _unsupported.ADASUM_HINT)
-    if op not in (_basics.Average, _basics.Sum):
+    name = _basics.op_name(op)  # unknown ops and Adasum raise there
+    if name not in ("avg", "sum"):
         raise ValueError("concord.horovod.torch: DistributedOptimizer's op must be hvd.Average "
                          f"or hvd.Sum, not {op!r}")
-    if op == _basics.Sum:
+    if name == "sum":
         if predivide != 1.0:
             raise ValueError("concord.horovod.torch: gradient_predivide_factor needs "
                              "op=hvd.Average")
@@ -39,6 +38,9 @@ def _group_list(params: List[Param], groups) -> List[List[Param]]:
     or lists of parameters; parameters in no list go alone."""
     if groups is None or groups == 0:
         return [[p] for p in params]
+    if isinstance(groups, bool):
+        raise TypeError("concord.horovod.torch: groups is an int (how many groups) or lists of "
+                        f"parameters, not {groups!r}")
     if isinstance(groups, int):
         if groups < 0:
             raise ValueError(f"concord.horovod.torch: groups={groups} must not be negative")
@@ -53,7 +55,7 @@ def _group_list(params: List[Param], groups) -> List[List[Param]]:
         for p in members:
             if id(p) not in known:
                 raise ValueError("concord.horovod.torch: groups lists a parameter that is not "
-                                 "in the optimizer's param_groups")
+                                 "in the optimizer's param_groups, or does not require grad")
             if id(p) in seen:
                 raise ValueError("concord.horovod.torch: a parameter is in more than one group")
             seen.add(id(p))
@@ -144,20 +146,37 @@ class GradientExchange:
     def synchronize(self) -> None:
         """Starts what backward did not (parameters without a gradient this
         step, or fewer passes than backward_passes_per_step), then waits for
-        every exchange and puts the results into the gradients."""
-        for g in range(len(self.groups)):
-            if g not in self.started_groups:
-                self._start_group(g)
+        every exchange and puts the results into the gradients. If one failed,
+        every other is still waited for and the exchange starts afresh at the
+        next backward; the first error is raised."""
+        try:
+            for g in range(len(self.groups)):
+                if g not in self.started_groups:
+                    self._start_group(g)
+            self._wait_and_place()
+        finally:
+            self.pending.clear()
+            self.ready.clear()
+            self.started_groups.clear()
+            self.delay = {id(p): self.passes for p in self.params}
+
+    def _wait_and_place(self) -> None:
         results: Dict[int, object] = {}
+        first_error = None
         for p in self.params:
+            if id(p) not in self.pending:
+                continue
             handle, place = self.pending[id(p)]
             if handle not in results:
-                results[handle] = _handles.synchronize(handle)
-            self._place(p, results[handle], place)
-        self.pending.clear()
-        self.ready.clear()
-        self.started_groups.clear()
-        self.delay = {id(p): self.passes for p in self.params}
+                try:
+                    results[handle] = _handles.synchronize(handle)
+                except Exception as error:  # noqa: BLE001 (raised below, once all are waited for)
+                    results[handle] = error
+                    first_error = first_error or error
+            if not isinstance(results[handle], Exception):
+                self._place(p, results[handle], place)
+        if first_error is not None:
+            raise first_error
 
     def _place(self, p: Param, result, place) -> None:
         with torch.no_grad():

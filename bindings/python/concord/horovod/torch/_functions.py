@@ -29,8 +29,7 @@ def broadcast_parameters(params, root_rank, prefix=None, process_set=None) -> No
                 handles.append(_movement.broadcast_async_(tensor, root_rank,
                                                           name=f"parameters/{full}"))
     finally:
-        for h in handles:
-            _handles.synchronize(h)
+        _handles.synchronize_all(handles)
 
 
 def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.", process_set=None):
@@ -38,7 +37,21 @@ def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.", process
     momentum buffers and step counts, and every param_group's settings such as
     the learning rate) loaded into every rank's optimizer."""
     _basics.check_process_set(process_set)
-    state = _objects.broadcast_object(optimizer.state_dict(), root_rank,
+    # On the host: a GPU tensor would be unpickled onto root's device, which
+    # another rank may not see; load_state_dict moves state to each parameter's.
+    state = _objects.broadcast_object(_on_host(optimizer.state_dict()), root_rank,
                                       name=f"optimizer_state/{prefix}")
     if _basics.rank() != int(root_rank):
         optimizer.load_state_dict(state)
+
+
+def _on_host(obj):
+    """`obj` (a state_dict's nesting of dicts, lists and tuples) with its
+    tensors copied to the host."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _on_host(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_on_host(v) for v in obj)
+    return obj

@@ -22,7 +22,7 @@ from concord.horovod import _basics
 # The engine's enqueue functions (enqueue_allreduce, ...): the process-wide engine.
 engine = _concord
 
-_DTYPES = {
+DTYPES = {
     torch.int8: "int8",
     torch.uint8: "uint8",
     torch.int32: "int32",
@@ -37,9 +37,9 @@ _DTYPES = {
 def dtype_name(tensor: torch.Tensor, call: str) -> str:
     """concord's name for a tensor's dtype, for the collectives that reduce."""
     try:
-        return _DTYPES[tensor.dtype]
+        return DTYPES[tensor.dtype]
     except KeyError:
-        names = ", ".join(str(d).replace("torch.", "") for d in _DTYPES)
+        names = ", ".join(str(d).replace("torch.", "") for d in DTYPES)
         raise TypeError(f"concord.horovod.torch: {call} of a {tensor.dtype} tensor: the "
                         f"dtypes concord reduces are {names}") from None
 
@@ -49,8 +49,9 @@ def check_tensor(tensor, call: str) -> torch.Tensor:
         raise TypeError(f"concord.horovod.torch: {call} takes a torch.Tensor, not "
                         f"{type(tensor).__name__}")
     if tensor.is_sparse:
-        raise TypeError(f"concord.horovod.torch: {call} of a sparse tensor: use "
-                        "sparse_allreduce_async, or DistributedOptimizer(sparse_as_dense=True)")
+        raise TypeError(f"concord.horovod.torch: {call} of a sparse tensor: pass "
+                        "tensor.to_dense(); DistributedOptimizer exchanges sparse gradients "
+                        "itself")
     return tensor
 
 
@@ -150,6 +151,21 @@ def synchronize(handle: int):
     if first_error is not None:
         raise _basics.internal_error(first_error) from first_error
     return pending.finish()
+
+
+def synchronize_all(handles) -> list:
+    """synchronize() of every handle, in order, even when one fails (their
+    tensors are in use until then); raises the first error after."""
+    results, first_error = [], None
+    for h in handles:
+        try:
+            results.append(synchronize(h))
+        except Exception as error:  # noqa: BLE001 (raised below)
+            results.append(None)
+            first_error = first_error or error
+    if first_error is not None:
+        raise first_error
+    return results
 
 
 def enqueue(fn, *args):

@@ -18,8 +18,8 @@ def _wire(tensor: torch.Tensor) -> Tuple[torch.Tensor, str, int]:
     """How a host buffer travels: (buffer, concord dtype, elements per element
     of `tensor`). Reducible dtypes keep their name, so the engine checks that
     every rank sends the same; others go as bytes."""
-    if tensor.dtype in _handles._DTYPES:
-        return tensor.reshape(-1), _handles._DTYPES[tensor.dtype], 1
+    if tensor.dtype in _handles.DTYPES:
+        return tensor.reshape(-1), _handles.DTYPES[tensor.dtype], 1
     return _handles.as_bytes(tensor), "uint8", tensor.element_size()
 
 
@@ -33,14 +33,6 @@ def _rows(tensor: torch.Tensor, call: str) -> Tuple[tuple, int]:
         raise ValueError(f"concord.horovod.torch: {call} of a tensor of shape {shape}: "
                          "the dimensions after the first must not be empty")
     return shape, row
-
-
-def check_root(root_rank) -> int:
-    root = int(root_rank)
-    if not 0 <= root < _concord_py.size():
-        raise ValueError(f"concord.horovod.torch: root_rank {root_rank} is not a rank of this "
-                         f"job (0..{_concord_py.size() - 1})")
-    return root
 
 
 def _from_rows(h, dtype: torch.dtype, row_shape: tuple, rows: int, device) -> torch.Tensor:
@@ -99,7 +91,7 @@ def grouped_allgather_async(tensors, name=None, process_set=None) -> int:
 
 def _broadcast(tensor, root_rank, name, in_place: bool, call: str) -> int:
     _handles.check_tensor(tensor, call)
-    root = check_root(root_rank)
+    root = _basics.check_root(root_rank)
     work = _handles.host_buffer(tensor, copy=not in_place)
     flat, dtype, _ = _wire(work)
     h = _handles.enqueue(engine.enqueue_broadcast, _handles.op_name("broadcast", name),

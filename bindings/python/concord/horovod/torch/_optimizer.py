@@ -61,20 +61,23 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          backward_passes_per_step=1, op=_basics.Average,
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=None):
-    """An optimizer of the same class and settings as `optimizer` whose step()
-    first averages (op=hvd.Sum: sums) every gradient over the ranks. Each
-    gradient's allreduce starts as soon as backward has accumulated it, on the
-    last of backward_passes_per_step passes. Its state is carried over."""
+    """An optimizer of the same class, param_groups and state as `optimizer`
+    whose step() first averages (op=hvd.Sum: sums) every gradient over the
+    ranks. Each gradient's allreduce starts as soon as backward has accumulated
+    it, on the last of backward_passes_per_step passes."""
     _basics.check_process_set(process_set)
     _basics.require_init()
     if num_groups and groups is not None:
-        raise ValueError("concord.horovod.torch: give groups= or the older num_groups=, not both")
+        warnings.warn("concord.horovod.torch: DistributedOptimizer got groups= and the older "
+                      "num_groups=: using groups=, as Horovod does")
     named = named_parameters_of(optimizer.param_groups, named_parameters)
     exchange = GradientExchange(named, compression, backward_passes_per_step, op,
                                 gradient_predivide_factor, groups if groups is not None
                                 else num_groups, sparse_as_dense)
     cls = type(optimizer.__class__.__name__, (_Exchanging, optimizer.__class__), {})
+    # The same param_groups dicts (Optimizer keeps the dicts it is given) and the
+    # same state: a learning-rate scheduler or a GradScaler made on `optimizer`,
+    # or state loaded into it from a checkpoint, act on the wrapped one too.
     wrapped = cls(optimizer.param_groups, exchange)
-    if optimizer.state:
-        wrapped.load_state_dict(optimizer.state_dict())
+    wrapped.state = optimizer.state
     return wrapped

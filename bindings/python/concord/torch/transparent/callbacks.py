@@ -65,6 +65,7 @@ class AverageMovingStatistics(keras.callbacks.Callback):
             return
         self._stale = False
         variables = moving_statistics(self.model, keras)
-        averaged = exchange.average([v.value for v in variables])
+        values = [v.value for v in variables]
+        averaged = exchange.average(values, values)
         for v, a in zip(variables, averaged):
             v.assign(a)

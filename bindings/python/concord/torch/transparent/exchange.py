@@ -10,11 +10,10 @@ import torch.distributed as dist
 
 
 def _groups(tensors):
-    """Indices of the tensors that are not None, by (dtype, device)."""
+    """Indices of the tensors by (dtype, device)."""
     groups = {}
     for i, t in enumerate(tensors):
-        if t is not None:
-            groups.setdefault((t.dtype, t.device), []).append(i)
+        groups.setdefault((t.dtype, t.device), []).append(i)
     return groups
 
 
@@ -24,24 +23,30 @@ def _wire_dtype(dtype, compression):
     return dtype
 
 
-def average(tensors, compression="none"):
-    """The tensors averaged over ranks (new tensors; None stays None). With
-    compression "fp16" floating tensors travel and are summed as float16 and
-    come back in their dtype. Every rank must pass the same shapes and dtypes
-    in the same order."""
-    out = list(tensors)
+def average(grads, like, compression="none"):
+    """The gradients averaged over ranks (new tensors). A None gradient (no
+    gradient on this rank: a branch it did not take) travels as zeros shaped
+    like its variable in `like`, with a flag per tensor saying which ranks had
+    one, so every rank sends the same layout; it comes back None only where no
+    rank had one, as in one process. With compression "fp16" floating tensors
+    travel and are summed as float16 and come back in their dtype."""
+    filled = [torch.zeros_like(v) if g is None else g for g, v in zip(grads, like)]
+    out = list(grads)
     pending = []
-    for (dtype, _), indices in _groups(tensors).items():
+    for (dtype, device), indices in _groups(filled).items():
         wire = _wire_dtype(dtype, compression)
-        flat = torch.cat([tensors[i].detach().reshape(-1).to(wire) for i in indices])
+        had = torch.tensor([grads[i] is not None for i in indices], dtype=wire, device=device)
+        flat = torch.cat([filled[i].detach().reshape(-1).to(wire) for i in indices] + [had])
         pending.append((indices, flat, dist.all_reduce(flat, op=dist.ReduceOp.AVG,
                                                         async_op=True)))
     for indices, flat, work in pending:
         work.wait()
+        had = flat[flat.numel() - len(indices):].tolist()
         offset = 0
-        for i in indices:
-            n = tensors[i].numel()
-            out[i] = flat[offset:offset + n].view(tensors[i].shape).to(tensors[i].dtype)
+        for i, anyone in zip(indices, had):
+            n = filled[i].numel()
+            if anyone > 0:
+                out[i] = flat[offset:offset + n].view(filled[i].shape).to(filled[i].dtype)
             offset += n
     return out
 

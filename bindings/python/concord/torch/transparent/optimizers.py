@@ -34,7 +34,9 @@ def _exchanging_apply(p, original):
                     return None  # not the K-th pass: no step
                 grads = accumulator.take()
             if self not in p.reduced_by_keras:
-                grads = exchange.average(grads, p.o.compression)
+                variables = (trainable_variables if trainable_variables is not None
+                             else self._trainable_variables)
+                grads = exchange.average(grads, [v.value for v in variables], p.o.compression)
             return original(self, grads, trainable_variables, *args, **kwargs)
         finally:
             _state.active = False
@@ -47,7 +49,7 @@ def _noting_keras_ddp(p, original):
     DDP averages its gradients during backward, apply() must not again."""
     def make_train_function(model, *args, **kwargs):
         result = original(model, *args, **kwargs)
-        if p.keras_reduces(model) and model.optimizer is not None:
+        if p.keras_reduces_gradients(model) and model.optimizer is not None:
             p.reduced_by_keras.add(model.optimizer)
             p.say_once("ddp", "Keras wraps the model in DistributedDataParallel itself: DDP "
                               "averages the gradients (over concord) and Keras the metrics; "

@@ -40,6 +40,18 @@ class Patcher(_patcher.Patcher):
         states over ranks; Keras 3.15 does neither."""
         return getattr(model, "ddp_model", None) is not None
 
+    @staticmethod
+    def keras_reduces_gradients(model):
+        """Whether Keras's DistributedDataParallel averages this model's
+        gradients: it wrapped the model, and the train_step that runs is Keras's
+        own, which calls the wrapped model. A script's own train_step may call
+        the model itself, bypassing DDP: then apply() averages them (averaging
+        gradients DDP averaged already would change nothing but the time)."""
+        if not Patcher.keras_reduces(model):
+            return False
+        owner = next(c for c in type(model).__mro__ if "train_step" in c.__dict__)
+        return owner.__module__.startswith("keras.")
+
     def set_random_seed(self, seed):
         """keras.utils.set_random_seed, without importing TensorFlow: Keras seeds
         TensorFlow too wherever it is installed (for tf.data pipelines), which
