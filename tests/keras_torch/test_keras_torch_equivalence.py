@@ -26,10 +26,18 @@ CONCORDRUN = [sys.executable, "-m", "concord.launcher"]  # the concordrun entry 
 RTOL, ATOL = 1e-5, 1e-6
 
 
+# What `import concord.torch` set in this process (a test before this one may
+# have imported it): the job's ranks must choose their own, or rank 0's store
+# would try to listen on the port this process's store holds.
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                      "MASTER_PORT")
+
+
 def clean_env():
     # The test may itself run under mpiexec: the children must not join its job.
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))
+           and k not in TORCHRUN_VARIABLES}
     # A crash in a child shows its Python stack (faulthandler).
     env.update(KERAS_BACKEND="torch", TF_CPP_MIN_LOG_LEVEL="2", PYTHONFAULTHANDLER="1")
     return env

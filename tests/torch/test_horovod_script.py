@@ -13,10 +13,18 @@ if int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", 1))) > 
     pytest.skip("starts its own job: run it in one process", allow_module_level=True)
 
 
+# What `import concord.torch` set in this process (a test before this one may
+# have imported it): the job's ranks must choose their own, or rank 0's store
+# would try to listen on the port this process's store holds.
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                      "MASTER_PORT")
+
+
 def clean_env(keras_backend):
     # This test may itself run under mpiexec: the job must not join it.
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))
+           and k not in TORCHRUN_VARIABLES}
     env["KERAS_BACKEND"] = keras_backend
     return env
 
