@@ -136,10 +136,16 @@ def test_dataloader_and_pydataset_batches_are_split_too(runs):
     with np.load(os.path.join(d["single"], "inputs-rank0.npz")) as one, \
             np.load(os.path.join(d["dist"], "inputs-rank0.npz")) as r0, \
             np.load(os.path.join(d["dist"], "inputs-rank1.npz")) as r1:
-        assert sorted(one.files) == sorted(r0.files) and len(one.files) == 14
+        assert sorted(one.files) == sorted(r0.files) and len(one.files) == 16
         for kind in ("dataloader", "pydataset"):
             assert one[f"{kind}_seen"] == 256 and r0[f"{kind}_seen"] == r1[f"{kind}_seen"] == 128
-        for key in (k for k in one.files if not k.endswith("_seen")):
+        # BatchNormalization's moving statistics are averaged over the ranks: the
+        # same on both, and the mean the one process's (every batch split evenly).
+        for key in ("bn_moving_mean", "bn_moving_variance"):
+            np.testing.assert_array_equal(r1[key], r0[key], err_msg=key)
+        np.testing.assert_allclose(r0["bn_moving_mean"], one["bn_moving_mean"], rtol=RTOL,
+                                   atol=ATOL)
+        for key in (k for k in one.files if not k.endswith("_seen") and not k.startswith("bn_")):
             np.testing.assert_allclose(r0[key], one[key], rtol=RTOL, atol=ATOL, err_msg=key)
             np.testing.assert_array_equal(r1[key], r0[key], err_msg=key)
 

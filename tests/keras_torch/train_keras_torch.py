@@ -12,7 +12,8 @@ write), every process writes its final weights (weights-rank<r>.npz) and
 rank-<r>.json: how many samples it trained on, evaluate()'s result, whether
 TensorFlow was imported, and with --cases the errors some bad inputs raise and
 (inputs-rank<r>.npz) the weights after training on a DataLoader and on a
-PyDataset, and the samples this process saw of them.
+PyDataset, the samples this process saw of them, and a BatchNormalization
+layer's moving statistics.
 """
 import argparse
 import json
@@ -102,7 +103,21 @@ def other_inputs(x, y):
         model.fit(batches, epochs=1, shuffle=False, verbose=0, callbacks=[count])
         out.update({f"{name}_{i}": w for i, w in enumerate(model.get_weights())})
         out[f"{name}_seen"] = np.array(count.count)
+    out.update(batch_norm_statistics(x, y))
     return out
+
+
+def batch_norm_statistics(x, y):
+    """A BatchNormalization layer's moving mean and variance after one epoch.
+    It normalises the inputs, so its batch means do not depend on the weights:
+    the mean over the ranks' equal shares of a batch is the whole batch's."""
+    model = keras.Sequential([keras.layers.Input((8, 8, 1)), keras.layers.Flatten(),
+                              keras.layers.BatchNormalization(), keras.layers.Dense(3)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
+    bn = model.layers[1]
+    return {"bn_moving_mean": ops.convert_to_numpy(bn.moving_mean),
+            "bn_moving_variance": ops.convert_to_numpy(bn.moving_variance)}
 
 
 def bad_inputs(model, x, y):

@@ -24,3 +24,34 @@ def moving_statistics(model, keras):
         if isinstance(layer, keras.layers.BatchNormalization) and layer.trainable:
             out += [layer.moving_mean, layer.moving_variance]
     return out
+
+
+class MovingStatisticsAverage:
+    """A Keras callback's schedule (mixed in before keras.callbacks.Callback):
+    BatchNormalization's moving mean and variance, which each rank updates from
+    its own share of the batches, averaged over ranks before validation and at
+    the end of every epoch, so every rank then holds the same model (what rank
+    0 saves is what every rank evaluates). Each backend's subclass averages
+    them (average_variables)."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._stale = True
+
+    def on_test_begin(self, logs=None):
+        self._average_if_stale()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._average_if_stale()
+
+    def _average_if_stale(self):
+        if not getattr(self, "_stale", False):
+            return
+        self._stale = False
+        import keras  # loaded already: a callback runs inside fit()
+        variables = moving_statistics(self.model, keras)
+        if variables:
+            self.average_variables(variables)
+
+    def average_variables(self, variables):
+        raise NotImplementedError
+

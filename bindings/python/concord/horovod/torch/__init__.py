@@ -33,7 +33,8 @@ from concord.horovod.torch._movement import (  # noqa: F401
     allgather_async, alltoall_async, broadcast_, broadcast_async, broadcast_async_,
     grouped_allgather_async, grouped_reducescatter_async, reducescatter_async)
 from concord.horovod.torch._optimizer import DistributedOptimizer  # noqa: F401
-from concord.horovod.torch.compression import Compression  # noqa: F401
+from concord.horovod.torch.compression import (  # noqa: F401
+    Compression, Compressor, FP16Compressor, NoneCompressor)
 
 
 class ReduceOp:

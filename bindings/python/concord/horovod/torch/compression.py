@@ -5,29 +5,7 @@ from __future__ import annotations
 
 import torch
 
-
-class Compressor:
-    """compress(tensor) -> (tensor to send, context); decompress(tensor, context)."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from concord._compressor import Compressor, NoneCompressor
 
 
 class FP16Compressor(Compressor):

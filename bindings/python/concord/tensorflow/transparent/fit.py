@@ -9,7 +9,7 @@ from concord.tensorflow.transparent import sharding
 from concord.tensorflow.transparent.common import build_from_spec
 from concord.transparent.arrays import numpy_inputs, split_arrays
 from concord.transparent.collective import from_rank0, names
-from concord.transparent.models import moving_statistics
+from concord.transparent.models import MovingStatisticsAverage
 
 
 def _broadcast_state_callback(ctf):
@@ -28,34 +28,18 @@ def _broadcast_state_callback(ctf):
 
 
 def _moving_statistics_callback(ctf, keras, tf):
-    class AverageMovingStatistics(keras.callbacks.Callback):
-        """BatchNormalization's moving mean and variance, which each rank
-        updates from its own share of the batches, averaged over ranks before
-        validation and at the end of every epoch: every rank then holds the
-        same model (what rank 0 saves is what every rank evaluates)."""
+    class AverageMovingStatistics(MovingStatisticsAverage, keras.callbacks.Callback):
+        """BatchNormalization's moving statistics averaged over ranks
+        (MovingStatisticsAverage says when), as one group of the engine's."""
 
-        def on_epoch_begin(self, epoch, logs=None):
-            self._stale = True
-
-        def on_test_begin(self, logs=None):
-            self._average()
-
-        def on_epoch_end(self, epoch, logs=None):
-            self._average()
-
-        def _average(self):
-            if not getattr(self, "_stale", False):
-                return
-            self._stale = False
-            variables = moving_statistics(self.model, keras)
-            if variables:
-                labels = [f"concord.run/moving/{i}/{getattr(v, 'path', v.name)}"
-                          for i, v in enumerate(variables)]
-                averaged = ctf.grouped_allreduce(
-                    [tf.convert_to_tensor(v) for v in variables], op="avg",
-                    names=[n.replace(":", "_") for n in labels])
-                for v, a in zip(variables, averaged):
-                    v.assign(a)
+        def average_variables(self, variables):
+            labels = [f"concord.run/moving/{i}/{getattr(v, 'path', v.name)}"
+                      for i, v in enumerate(variables)]
+            averaged = ctf.grouped_allreduce(
+                [tf.convert_to_tensor(v) for v in variables], op="avg",
+                names=[n.replace(":", "_") for n in labels])
+            for v, a in zip(variables, averaged):
+                v.assign(a)
 
     return AverageMovingStatistics
 
