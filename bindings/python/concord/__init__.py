@@ -224,17 +224,24 @@ def grouped_allreduce(arrays: Sequence, op: str = "sum",
     handles = _concord.enqueue_grouped_allreduce(
         list(names), [_address(r) for r in results], [r.size for r in results],
         [_dtype_name(r) for r in results], _check_op(op))
-    # Every handle is waited for before an error is raised: the engine writes
-    # into `results` until each completes, so none may be freed before.
+    # The engine writes into `results` until each handle completes.
+    first_error = _wait_all(handles)
+    if first_error is not None:
+        raise first_error
+    return results
+
+
+def _wait_all(handles) -> Optional[BaseException]:
+    """Waits for every engine handle, even after one failed (the engine uses
+    a handle's buffers until it completes, so none may be freed before), and
+    returns the first error, or None."""
     first_error = None
     for h in handles:
         try:
             h.wait()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 (returned: the caller raises it)
             first_error = first_error or e
-    if first_error is not None:
-        raise first_error
-    return results
+    return first_error
 
 
 def broadcast(array, root: int = 0, name: Optional[str] = None) -> np.ndarray:

@@ -42,9 +42,7 @@ def launch(tensors: Sequence[torch.Tensor], names: List[str], op: str, prescale:
     """Enqueues the allreduce of `tensors` (one atomic group when several) and
     returns its Horovod handle; synchronize() gives the result(s). Integer
     tensors are averaged as Horovod does: summed, then floor-divided by size()."""
-    for t in tensors:
-        _handles.check_tensor(t, call)
-        _handles.dtype_name(t, call)
+    dtypes = [_handles.dtype_name(_handles.check_tensor(t, call), call) for t in tensors]
     floor_average = op == "avg" and not any(t.is_floating_point() for t in tensors)
     if floor_average:
         op = "sum"
@@ -54,13 +52,11 @@ def launch(tensors: Sequence[torch.Tensor], names: List[str], op: str, prescale:
     if single:
         w = works[0]
         handles = [_handles.enqueue(engine.enqueue_allreduce, names[0], _handles.address(w),
-                                    w.numel(), _handles.dtype_name(w, call), op, prescale,
-                                    postscale)]
+                                    w.numel(), dtypes[0], op, prescale, postscale)]
     else:
         handles = _handles.enqueue(
             engine.enqueue_grouped_allreduce, names, [_handles.address(w) for w in works],
-            [w.numel() for w in works], [_handles.dtype_name(w, call) for w in works], op,
-            prescale, postscale)
+            [w.numel() for w in works], dtypes, op, prescale, postscale)
 
     def finish():
         if floor_average:

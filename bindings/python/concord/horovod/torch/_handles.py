@@ -138,18 +138,13 @@ def synchronize(handle: int):
     """Waits for the operation and returns its result; raises
     HorovodInternalError if it failed. A handle is synchronized once."""
     pending = _lookup(handle)
-    first_error = None
-    # Every engine handle is waited for before raising: the engine uses the
-    # tensors in `keep` until each completes.
-    for h in pending.handles:
-        try:
-            h.wait()
-        except _concord_py.Error as error:
-            first_error = first_error or error
+    first_error = _concord_py._wait_all(pending.handles)  # `keep` is in use until then
     with _lock:
         _pending.pop(handle, None)
-    if first_error is not None:
+    if isinstance(first_error, _concord_py.Error):
         raise _basics.internal_error(first_error) from first_error
+    if first_error is not None:
+        raise first_error
     return pending.finish()
 
 

@@ -61,12 +61,7 @@ def combined(starts) -> _handles.Pending:
         for part in starts:
             parts.append(part)
     except Exception:
-        for started in parts:
-            for h in started.handles:
-                try:
-                    h.wait()
-                except _concord_py.Error:
-                    pass
+        _concord_py._wait_all([h for started in parts for h in started.handles])
         raise
     return _handles.Pending([h for p in parts for h in p.handles],
                             [t for p in parts for t in p.keep],
