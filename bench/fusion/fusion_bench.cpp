@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
-#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -401,44 +400,6 @@ int run_fusion(const FusionOptions& o) {
 }
 
 }  // namespace
-
-CLI::App* add_fusion_command(CLI::App& app, FusionArgs& a) {
-  CLI::App* fu = app.add_subcommand(
-      "fusion",
-      "One training step's gradient reduction: every tensor of a model, enqueued by each "
-      "rank in its own random order, through the fusion engine and its alternatives");
-  fu->add_option("--model", a.o.model_path,
-                 "Model file: one tensor per line, name<TAB>shape<TAB>elements; # comments")
-      ->required();
-  fu->add_option("--impl", a.impls,
-                 "Comma list of fused, unfused, mpi-per-tensor, flat; run interleaved step by "
-                 "step, ratios relative to the first")
-      ->capture_default_str();
-  fu->add_option("-i,--iterations", a.o.iterations, "Timed steps")
-      ->capture_default_str()
-      ->check(CLI::Range(1, INT_MAX));
-  fu->add_option("-x,--warmup", a.o.warmup, "Untimed steps first")
-      ->capture_default_str()
-      ->check(CLI::Range(0, INT_MAX));
-  fu->add_flag("-c,--validate", a.o.validate, "Check every element of every step's result");
-  fu->add_option("-T,--type", a.dtype, "float32, float16, bfloat16, float64")
-      ->capture_default_str();
-  fu->add_option("-o,--op", a.op, "sum, avg")->capture_default_str();
-  fu->add_option("--seed", a.o.seed,
-                 "Enqueue orders: std::mt19937(seed + 1000 * rank + step) shuffles the tensors")
-      ->capture_default_str();
-  fu->add_option("--fusion-threshold", a.o.fusion_threshold,
-                 "Bytes, for fused (default: CONCORD_FUSION_THRESHOLD or the engine's)")
-      ->check(CLI::NonNegativeNumber);
-  fu->add_option("--cycle-time-ms", a.o.cycle_time_ms,
-                 "For fused (default: CONCORD_CYCLE_TIME_MS or the engine's)")
-      ->check(CLI::NonNegativeNumber);
-  fu->add_flag("--sequential", a.o.sequential,
-               "Run the implementations one after another, each with only its own engine "
-               "alive, instead of interleaved step by step with every engine alive");
-  fu->add_option("--json", a.o.json_path, "Also write one JSON record per implementation here");
-  return fu;
-}
 
 int run_fusion_command(FusionArgs& a) {
   a.o.dtype = parse_data_type(a.dtype);

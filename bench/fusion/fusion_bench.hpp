@@ -11,10 +11,6 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
-
 namespace concord::bench {
 
 struct ModelTensor {
@@ -60,7 +56,6 @@ struct FusionArgs {
   std::string op = "sum";
 };
 
-CLI::App* add_fusion_command(CLI::App& app, FusionArgs& args);
 // Runs the subcommand (under MPI); returns the exit status (3 when validation failed).
 int run_fusion_command(FusionArgs& args);
 

@@ -7,10 +7,8 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
-#include <CLI/CLI.hpp>
 
 #include <chrono>
-#include <climits>
 #include <exception>
 #include <stdexcept>
 #include <thread>
@@ -45,37 +43,6 @@ KernelsPlan check_args(const KernelsArgs& a) {
 }
 
 }  // namespace
-
-CLI::App* add_kernels_command(CLI::App& app, KernelsArgs& a) {
-  CLI::App* k = app.add_subcommand(
-      "kernels",
-      "concord's CUDA kernels on one GPU: reduce bandwidth vs cudaMemcpyAsync by size, or "
-      "(--model) packing a model's gradients with batched_copy vs one memcpy per tensor");
-  k->add_option("-m,--message-size", a.sizes, "MIN:MAX bytes, doubling (K, M, G suffixes)")
-      ->capture_default_str();
-  k->add_option("-T,--type", a.dtypes,
-                "Comma list: int8, uint8, int32, int64, float16, bfloat16, float32, float64 "
-                "(--model: the first)")
-      ->capture_default_str();
-  k->add_option("-o,--op", a.ops, "Comma list: sum, prod, min, max, avg")->capture_default_str();
-  k->add_option("-i,--iterations", a.iterations, "Timed samples per measurement (median)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, INT_MAX));
-  k->add_option("-x,--warmup", a.warmup, "Untimed calls before each measurement")
-      ->capture_default_str()
-      ->check(CLI::Range(0, INT_MAX));
-  k->add_option("--offset", a.offset,
-                "Elements added to every reduce pointer (1: not 16-byte aligned)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
-  k->add_option("--model", a.model_path,
-                "Model file (name<TAB>shape<TAB>elements per line): time packing its gradients "
-                "into one fusion buffer and back instead of reduce");
-  k->add_option("--factor", a.factor, "--model: scale factor applied while unpacking")
-      ->capture_default_str();
-  k->add_option("--json", a.json_path, "Also write one JSON record per measurement here");
-  return k;
-}
 
 int run_kernels_command(KernelsArgs& a) {
   const KernelsPlan plan = check_args(a);

@@ -15,10 +15,6 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
-
 namespace concord::bench {
 
 struct KernelsArgs {
@@ -33,7 +29,6 @@ struct KernelsArgs {
   std::string json_path;
 };
 
-CLI::App* add_kernels_command(CLI::App& app, KernelsArgs& args);
 // Runs the subcommand; returns the exit status (3 when validation failed).
 int run_kernels_command(KernelsArgs& args);
 
