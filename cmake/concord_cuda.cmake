@@ -72,7 +72,11 @@ message(STATUS "concord: CUDA device path ${CONCORD_WITH_CUDA} (architectures "
 # The CUDA runtime to link (CONCORD_CUDART), and concord_cuda_sources(files...),
 # which makes .cu files host-compiled C++ in the emulation build.
 if(CONCORD_CUDA_EMULATION)
-  add_library(concord_cudaemu SHARED ${PROJECT_SOURCE_DIR}/tests/cudaemu/runtime.cpp)
+  add_library(concord_cudaemu SHARED ${PROJECT_SOURCE_DIR}/tests/cudaemu/runtime.cpp
+                                     ${PROJECT_SOURCE_DIR}/tests/cudaemu/grid.cpp)
+  # The grid scheduler's fibers (tests/cudaemu/grid.cpp).
+  find_package(boost_context 1.74 CONFIG REQUIRED)
+  target_link_libraries(concord_cudaemu PRIVATE Boost::context)
   target_include_directories(concord_cudaemu PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/tests>)
   target_include_directories(concord_cudaemu SYSTEM PUBLIC $<BUILD_INTERFACE:${CUDAToolkit_INCLUDE_DIRS}>)
   target_compile_definitions(concord_cudaemu PUBLIC CONCORD_CUDA_EMULATION=1)

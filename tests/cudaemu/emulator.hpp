@@ -12,8 +12,10 @@
 //     across ranks, and a handle cannot be opened by the process that made it;
 //   - fresh device memory is filled with 0xCD bytes, not zeros;
 //   - copies are bounds-checked against their allocations.
-// What it cannot see: data races between device threads, device-only code
-// paths, and timing. Kernels run on the host, one thread after another.
+//   - a kernel's threads run on fibers, its blocks under way together, with
+//     __syncthreads a real barrier (grid.hpp).
+// What it cannot see: data races between device threads (fibers take turns, never
+// run at the same instant), device-only code paths, and timing.
 #pragma once
 
 #include <cstddef>

@@ -1,16 +1,16 @@
 // Compiles a .cu file with the host compiler for the CUDA emulator: force-included
 // (-include) before the file's own code. Kernels become host functions; a launch
-// (CONCORD_LAUNCH, reduce/cuda_launch.cuh) queues on the emulated stream a task
-// that calls the kernel once per thread of the grid, block after block, with the
-// built-in index variables set. Threads run one after another and in reverse
-// order within a block, so a kernel that silently relies on thread order or on
-// one thread's writes being seen by another without a barrier has a chance to
-// show it; __syncthreads is a no-op (only valid for kernels whose barriers order
-// thread 0's work before the others', as run in this order: lower threads last).
+// (CONCORD_LAUNCH, reduce/cuda_launch.cuh) queues on the emulated stream a task that
+// runs the grid through the grid scheduler (grid.hpp): every thread on a fiber of
+// its own, the blocks under way together, __syncthreads a barrier of the block and
+// __nanosleep (the pause of a polling loop) a turn for the other threads. Threads
+// start in reverse order within a block, so a kernel that relies on thread order
+// without a barrier has a chance to show it.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "cudaemu/emulator.hpp"
+#include "cudaemu/grid.hpp"
 
 #undef __global__
 #undef __device__
@@ -33,12 +34,32 @@
 #define __grid_constant__
 #define __forceinline__ inline
 
-inline thread_local dim3 threadIdx;
-inline thread_local dim3 blockIdx;
-inline thread_local dim3 blockDim;
-inline thread_local dim3 gridDim;
+// Initial-exec: a kernel reads these in every loop, and the default model's
+// __tls_get_addr call (intercepted by ASan) cost more than the kernels' own work.
+#define CUDAEMU_BUILTIN inline thread_local __attribute__((tls_model("initial-exec")))
+CUDAEMU_BUILTIN dim3 threadIdx;
+CUDAEMU_BUILTIN dim3 blockIdx;
+CUDAEMU_BUILTIN dim3 blockDim;
+CUDAEMU_BUILTIN dim3 gridDim;
+#undef CUDAEMU_BUILTIN
 
-inline void __syncthreads() {}
+inline void __syncthreads() {
+  cudaemu::block_barrier();
+}
+inline void __nanosleep(unsigned /*ns*/) {
+  cudaemu::poll_pause();
+}
+// Fibers of one host thread share its view of memory; across processes (a peer's
+// IPC mapping) the host's fence orders as the GPU's system-scope fence does.
+inline void __threadfence_block() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void __threadfence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void __threadfence_system() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 inline long long clock64() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -81,15 +102,25 @@ class Launch {
     const dim3 block = block_;
     const Kernel kernel = kernel_;
     enqueue(stream_, [grid, block, kernel, params] {
-      gridDim = grid;
-      blockDim = block;
-      for (unsigned b = 0; b < grid.x; ++b) {
+      struct Running {
+        dim3 grid, block;
+        Kernel kernel;
+        std::tuple<std::decay_t<Params>...>* params;
+      } running{grid, block, kernel, params.get()};
+      GridKernel k;
+      k.context = &running;
+      k.enter = [](void* context, unsigned b, unsigned t) {
+        const Running& r = *static_cast<const Running*>(context);
+        gridDim = r.grid;
+        blockDim = r.block;
         blockIdx = dim3(b, 0, 0);
-        for (unsigned t = block.x; t-- > 0;) {
-          threadIdx = dim3(t, 0, 0);
-          std::apply(kernel, *params);
-        }
-      }
+        threadIdx = dim3(t, 0, 0);
+      };
+      k.run = [](void* context) {
+        const Running& r = *static_cast<const Running*>(context);
+        std::apply(r.kernel, *r.params);
+      };
+      run_grid(grid.x, block.x, k);
     });
   }
 
