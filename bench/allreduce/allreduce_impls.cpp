@@ -1,4 +1,7 @@
 #include "allreduce/allreduce_impls.hpp"
+#if CONCORD_BENCH_NCCL
+#include "allreduce/peer_bench.hpp"
+#endif
 #include "common/elements.hpp"
 
 #include "core/communicator_state.hpp"
@@ -41,6 +44,8 @@ std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicato
       }
     } else if (name == "mpi") {
       impls.push_back({name, "mpi-host-staged", device.mpi_staged_impl(o)});
+    } else if (name == "device-one-shot" || name == "device-two-shot") {
+      impls.push_back({name, name, peer_kernel_impl(device, comm, o, name == "device-two-shot")});
     } else if (name == "nccl") {
       std::string why;
       if (auto run = device.nccl_impl(o, &why)) {
@@ -49,8 +54,10 @@ std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicato
         fmt::print(stderr, "concord-bench: skipping nccl: {}\n", why);
       }
     } else {
-      throw std::invalid_argument("--impl: unknown implementation '" + name +
-                                  "' (accepted: concord, mpi, nccl; roofline is host only)");
+      throw std::invalid_argument(
+          "--impl: unknown implementation '" + name +
+          "' (accepted: concord, mpi, nccl, device-one-shot, device-two-shot; roofline is "
+          "host only)");
     }
   }
   if (impls.empty()) throw std::invalid_argument("--impl: nothing left to run");
@@ -160,13 +167,14 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
       impl.name = name;
       impl.on_shared = true;
       impls.push_back(impl);
-    } else if (name == "nccl") {
-      throw std::invalid_argument("--impl nccl needs device buffers: add --device cuda");
+    } else if (name == "nccl" || name == "device-one-shot" || name == "device-two-shot") {
+      throw std::invalid_argument("--impl " + name + " needs device buffers: add --device cuda");
     } else {
       throw std::invalid_argument(
           "--impl: unknown implementation '" + name +
           "' (accepted: concord, concord-copy, concord-shared, mpi, mpi-shared, "
-          "roofline, roofline-shared, nccl)");
+          "roofline, roofline-shared; with --device cuda: nccl, device-one-shot, "
+          "device-two-shot)");
     }
   }
   return impls;

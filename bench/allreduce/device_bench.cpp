@@ -105,6 +105,10 @@ int DeviceBench::device() const {
   return state_->device;
 }
 
+CudaStream DeviceBench::stream() const {
+  return state_->stream->get();
+}
+
 std::string DeviceBench::describe() const {
   return fmt::format("GPU {} ({}), {} rank(s) per GPU", state_->device, state_->name,
                      state_->ranks_on_device);

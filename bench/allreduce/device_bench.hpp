@@ -38,6 +38,7 @@ class DeviceBench {
   std::optional<RunFn> nccl_impl(const AllreduceOptions& o, std::string* why);
 
   int device() const;
+  CudaStream stream() const;     // the stream every impl here runs on
   std::string describe() const;  // "GPU 0 (NVIDIA H100 80GB HBM3), 2 ranks on it"
 
  private:

@@ -74,7 +74,9 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
                  "Comma list of concord, mpi, concord-copy (concord without single-copy reads), "
                  "concord-shared (concord on buffers from allocate_shared), mpi-shared (MPI on "
                  "them), roofline (host memcpy in to out), roofline-shared (the same on "
-                 "allocate_shared buffers), nccl; run interleaved")
+                 "allocate_shared buffers), nccl, device-one-shot and device-two-shot (with "
+                 "--device cuda: the device-synchronised kernels alone, one node); run "
+                 "interleaved")
       ->capture_default_str();
   ar->add_option("--device", a.device,
                  "Where the buffers are: cpu, or cuda (GPU local_rank % GPUs; mpi then stages "

@@ -73,9 +73,11 @@ class Stack {
 enum class State { Running, AtBarrier, Paused, Done };
 
 struct Block {
-  unsigned live = 0;        // threads that have not exited
-  unsigned arrived = 0;     // of those, waiting at the current barrier
-  unsigned generation = 0;  // barriers completed
+  unsigned live = 0;         // threads that have not exited
+  unsigned arrived = 0;      // of those, waiting at the current barrier
+  unsigned generation = 0;   // barriers completed
+  bool any = false;          // a predicate of the current barrier was nonzero
+  bool any_at_last = false;  // ... of the last completed one (__syncthreads_or)
 };
 
 // A thread of the grid and its stack. Slots are pooled per host thread and reused
@@ -157,6 +159,8 @@ void complete_barrier_if_all_arrived(Block& b) {
   if (b.arrived > 0 && b.arrived == b.live) {
     b.arrived = 0;
     ++b.generation;
+    b.any_at_last = b.any;
+    b.any = false;
   }
 }
 
@@ -212,14 +216,21 @@ void run_grid(unsigned blocks, unsigned threads, const GridKernel& kernel) {
   }
 }
 
-void block_barrier() {
+int block_barrier_or(int predicate) {
   Fiber* f = current;
-  if (f == nullptr) return;  // host code: nothing to wait for
+  if (f == nullptr) return predicate;  // host code: a block of one
   f->state = State::AtBarrier;
   f->barrier = f->block->generation;
+  f->block->any = f->block->any || predicate != 0;
   ++f->block->arrived;
   complete_barrier_if_all_arrived(*f->block);
   switch_to_scheduler(*f);
+  // No later barrier of the block completes before this thread reaches it.
+  return f->block->any_at_last ? 1 : 0;
+}
+
+void block_barrier() {
+  block_barrier_or(0);
 }
 
 void poll_pause() {

@@ -39,6 +39,10 @@ void run_grid(unsigned blocks, unsigned threads, const GridKernel& kernel);
 // __syncthreads: waits for the rest of the calling thread's block.
 void block_barrier();
 
+// __syncthreads_or: the barrier, returning nonzero when `predicate` was nonzero in
+// any thread of the block that reached it.
+int block_barrier_or(int predicate);
+
 // __nanosleep: lets the other threads of the grid run (and, when none can, other
 // processes) before the caller continues.
 void poll_pause();

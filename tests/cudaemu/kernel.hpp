@@ -46,6 +46,9 @@ CUDAEMU_BUILTIN dim3 gridDim;
 inline void __syncthreads() {
   cudaemu::block_barrier();
 }
+inline int __syncthreads_or(int predicate) {
+  return cudaemu::block_barrier_or(predicate);
+}
 inline void __nanosleep(unsigned /*ns*/) {
   cudaemu::poll_pause();
 }
@@ -59,6 +62,18 @@ inline void __threadfence() {
 }
 inline void __threadfence_system() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+// Device atomics on 32-bit words, as the host's (other processes see them through
+// the shared mapping of device memory).
+inline unsigned atomicCAS(unsigned* address, unsigned compare, unsigned value) {
+  std::atomic_ref<unsigned>(*address).compare_exchange_strong(compare, value);
+  return compare;  // the old value, whether or not it was replaced
+}
+inline unsigned atomicOr(unsigned* address, unsigned value) {
+  return std::atomic_ref<unsigned>(*address).fetch_or(value);
+}
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+  return std::atomic_ref<unsigned>(*address).fetch_add(value);
 }
 
 inline long long clock64() {
