@@ -2,71 +2,42 @@
 
 #include "cuda/cuda_runtime.hpp"
 #include "reduce/cuda_peer_kernels.hpp"
+#include "transport/cuda_ipc_arena.hpp"
 
 #include <concord/error.hpp>
 
 #include <fmt/format.h>
-#include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
-#include <vector>
+#include <string>
 
 namespace concord::bench {
 namespace {
 
 namespace cuda = concord::detail::cuda;
 
-// One region of device memory per rank, each rank's mapped in every process (CUDA
-// IPC), zero-filled. Collective: every rank constructs and destroys it together.
-class PeerRegion {
- public:
-  PeerRegion(const Communicator& comm, std::size_t bytes) : comm_(comm.mpi_comm()), own_(bytes) {
-    cuda::check(cudaMemset(own_.get(), 0, bytes), "cudaMemset");
-    cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    cudaIpcMemHandle_t handle{};
-    cuda::check(cudaIpcGetMemHandle(&handle, own_.get()), "cudaIpcGetMemHandle");
-    std::vector<cudaIpcMemHandle_t> all(comm.size());
-    MPI_Allgather(&handle, sizeof handle, MPI_BYTE, all.data(), sizeof handle, MPI_BYTE, comm_);
-    for (int r = 0; r < comm.size(); ++r) {
-      void* p = own_.get();
-      if (r != comm.rank()) {
-        cuda::check(cudaIpcOpenMemHandle(&p, all[r], cudaIpcMemLazyEnablePeerAccess),
-                    "cudaIpcOpenMemHandle");
-        opened_.push_back(p);
-      }
-      mapped_.push_back(p);
-    }
-  }
-  ~PeerRegion() {
-    MPI_Barrier(comm_);  // no peer reads this rank's region any more
-    for (void* p : opened_) cudaIpcCloseMemHandle(p);
-    MPI_Barrier(comm_);  // and none has it mapped when it is freed
-  }
-  PeerRegion(const PeerRegion&) = delete;
-  PeerRegion& operator=(const PeerRegion&) = delete;
-  std::byte* own() const { return own_.get(); }
-  void* of(int rank) const { return mapped_[rank]; }
-
- private:
-  MPI_Comm comm_;
-  cuda::DeviceBuffer own_;
-  std::vector<void*> mapped_;
-  std::vector<void*> opened_;
-};
-
+// This rank's input, output and flags, and its peers', in one CUDA IPC arena (the
+// one the device path uses): regions 0, 1 and 2 of each rank, the flags zero-filled.
 struct PeerState {
-  PeerState(const Communicator& comm, std::size_t bytes)
-      : inputs(comm, bytes),
-        outputs(comm, bytes),
-        flags(comm, sizeof(cuda::PeerFlags)),
-        timeout(sizeof(cuda::PeerTimeout)) {
+  PeerState(const Communicator& comm, std::size_t bytes) : timeout(sizeof(cuda::PeerTimeout)) {
+    constexpr std::size_t kAlign = 256;
+    const std::size_t region =
+        (std::max(bytes, sizeof(cuda::PeerFlags)) + kAlign - 1) / kAlign * kAlign;
+    std::string why;
+    arena = detail::CudaIpcArena::create(comm.mpi_comm(), region, comm.rank(), &why);
+    if (!arena) throw std::invalid_argument("--impl device-one-shot/two-shot: " + why);
+    cuda::check(cudaMemset(flags(comm.rank()), 0, sizeof(cuda::PeerFlags)), "cudaMemset");
+    cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     *reinterpret_cast<cuda::PeerTimeout*>(timeout.get()) = {};
   }
-  PeerRegion inputs;
-  PeerRegion outputs;
-  PeerRegion flags;
+  std::byte* input(int rank) const { return arena->region(rank, 0); }
+  std::byte* output(int rank) const { return arena->region(rank, 1); }
+  std::byte* flags(int rank) const { return arena->region(rank, 2); }
+
+  std::unique_ptr<detail::CudaIpcArena> arena;
   // Mapped pinned memory (every cudaMallocHost allocation is, under unified
   // addressing): the kernel records a timeout there and the host reads it directly.
   cuda::PinnedBuffer timeout;
@@ -98,16 +69,16 @@ RunFn peer_kernel_impl(DeviceBench& device, const Communicator& comm, const Allr
   return [state, stream, rank, ranks, dtype, op, two_shot, name](const void* send, void* recv,
                                                                  std::size_t count) {
     const std::size_t bytes = count * size_of(dtype);
-    cuda::check(cudaMemcpyAsync(state->inputs.own(), send, bytes, cudaMemcpyDeviceToDevice, stream),
+    cuda::check(cudaMemcpyAsync(state->input(rank), send, bytes, cudaMemcpyDeviceToDevice, stream),
                 "cudaMemcpyAsync");
     cuda::PeerAllreduce c;
     c.rank = rank;
     c.ranks = ranks;
     c.sequence = ++state->sequence;
     for (int r = 0; r < ranks; ++r) {
-      c.flags[r] = static_cast<cuda::PeerFlags*>(state->flags.of(r));
-      c.inputs[r] = state->inputs.of(r);
-      c.outputs[r] = state->outputs.of(r);
+      c.flags[r] = reinterpret_cast<cuda::PeerFlags*>(state->flags(r));
+      c.inputs[r] = state->input(r);
+      c.outputs[r] = state->output(r);
     }
     c.count = count;
     c.dtype = dtype;
@@ -119,9 +90,8 @@ RunFn peer_kernel_impl(DeviceBench& device, const Communicator& comm, const Allr
     } else {
       cuda::one_shot_allreduce(c, stream);
     }
-    cuda::check(
-        cudaMemcpyAsync(recv, state->outputs.own(), bytes, cudaMemcpyDeviceToDevice, stream),
-        "cudaMemcpyAsync");
+    cuda::check(cudaMemcpyAsync(recv, state->output(rank), bytes, cudaMemcpyDeviceToDevice, stream),
+                "cudaMemcpyAsync");
     cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     const volatile cuda::PeerTimeout* t = c.timeout;
     if (t->sequence != 0) {
