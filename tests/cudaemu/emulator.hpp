@@ -13,7 +13,13 @@
 //   - fresh device memory is filled with 0xCD bytes, not zeros;
 //   - copies are bounds-checked against their allocations.
 //   - a kernel's threads run on fibers, its blocks under way together, with
-//     __syncthreads a real barrier (grid.hpp).
+//     __syncthreads a real barrier (grid.hpp);
+//   - stream capture records a stream's work into a graph that launches replay
+//     (the ops with the parameters they were captured with), and the calls CUDA
+//     forbids while a capture is under way (synchronising, allocating) fail and
+//     invalidate it;
+//   - CUDAEMU_MPS=0: processes sharing an emulated GPU run their kernels one at
+//     a time, as without MPS (and with no time slicing).
 // What it cannot see: data races between device threads (fibers take turns, never
 // run at the same instant), device-only code paths, and timing.
 #pragma once
@@ -29,6 +35,11 @@ namespace cudaemu {
 // stream) with the ordering rules above. Sets the thread's last error and returns
 // it when the stream is invalid.
 cudaError_t enqueue(cudaStream_t stream, std::function<void()> op);
+
+// Queues a kernel's grid on `stream`, as enqueue does. Under CUDAEMU_MPS=0 the grid
+// takes its GPU's turn first (runtime.cpp: processes sharing an emulated GPU without
+// MPS run their kernels one at a time).
+cudaError_t enqueue_kernel(cudaStream_t stream, std::function<void()> grid);
 
 // Records a launch-configuration error as the thread's last error (what a
 // failed <<<...>>> launch leaves for cudaGetLastError).

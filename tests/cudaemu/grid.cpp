@@ -179,12 +179,32 @@ bool runnable(const Fiber& f) {
          (f.state == State::AtBarrier && f.block->generation != f.barrier);
 }
 
+// A block that has just started runs on, past every barrier its threads all reach,
+// until each of them has finished, pauses in a polling loop or waits at a barrier the
+// others have not reached: then the next block starts. A block thus gets as far as it
+// can before any later block has done anything, which a GPU may also do; a kernel
+// whose block reads what another block should have written first, without waiting
+// for it, reads it unwritten here.
+void run_block_ahead(std::vector<std::unique_ptr<Fiber>>& waiting, std::size_t first) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::size_t i = first; i < waiting.size(); ++i) {
+      std::unique_ptr<Fiber>& f = waiting[i];
+      if (!f || f->state != State::AtBarrier || !runnable(*f)) continue;
+      moved = true;
+      if (!take_turn(f)) f.reset();
+    }
+  }
+  std::erase_if(waiting, [](const std::unique_ptr<Fiber>& f) { return !f; });
+}
+
 }  // namespace
 
 void run_grid(unsigned blocks, unsigned threads, const GridKernel& kernel) {
   std::vector<Block> block_books(blocks, Block{threads, 0, 0});
   std::vector<std::unique_ptr<Fiber>> waiting;  // started, not finished
   for (unsigned b = 0; b < blocks; ++b) {
+    const std::size_t first = waiting.size();
     for (unsigned t = threads; t-- > 0;) {
       std::unique_ptr<Fiber> f = take_slot();
       f->kernel = &kernel;
@@ -194,6 +214,7 @@ void run_grid(unsigned blocks, unsigned threads, const GridKernel& kernel) {
       f->context = fctx::make_fcontext(f->stack.top(), Stack::kBytes, &fiber_main);
       if (take_turn(f)) waiting.push_back(std::move(f));
     }
+    run_block_ahead(waiting, first);
   }
   while (!waiting.empty()) {
     // Whether a thread got further this round than pausing again in a polling loop.

@@ -5,8 +5,13 @@
 // stream's work:
 //   - blocks start in order and threads in reverse order within a block, each running
 //     until it finishes, reaches __syncthreads or pauses in a polling loop
-//     (__nanosleep); then the next starts, so the blocks of a grid are under way at
-//     the same time, as on a GPU whose grid fits on its multiprocessors;
+//     (__nanosleep); a block runs on past the barriers all its threads reach until
+//     each thread has finished, paused or waits at a barrier the others have not
+//     reached, and only then does the next block start: every block gets as far as it
+//     can before the later ones have done anything (a kernel whose block reads what
+//     another should have written, without waiting for it, reads it unwritten), and
+//     the blocks of a grid are under way at the same time, as on a GPU whose grid
+//     fits on its multiprocessors;
 //   - __syncthreads is a barrier of the block: a thread that reaches it resumes only
 //     once every thread of its block that has not exited has reached it too;
 //   - a thread paused in __nanosleep resumes on the scheduler's next round, after

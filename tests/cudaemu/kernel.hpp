@@ -116,7 +116,7 @@ class Launch {
     const dim3 grid = grid_;
     const dim3 block = block_;
     const Kernel kernel = kernel_;
-    enqueue(stream_, [grid, block, kernel, params] {
+    enqueue_kernel(stream_, [grid, block, kernel, params] {
       struct Running {
         dim3 grid, block;
         Kernel kernel;

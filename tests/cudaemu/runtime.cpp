@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 // The opaque handle types of the CUDA headers, defined by the emulator.
@@ -37,6 +39,20 @@ struct CUstream_st {
   std::deque<std::function<void()>> pending;
   std::uint64_t enqueued = 0;  // ops ever queued
   std::uint64_t done = 0;      // ops run
+  // While capturing (cudaStreamBeginCapture): the graph its ops go to instead, the
+  // capture's mode, and whether a call the capture forbids has invalidated it.
+  struct CUgraph_st* capture = nullptr;
+  cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+  bool capture_invalidated = false;
+};
+
+// A captured graph, and an instantiated one: the ops in capture order, each run again
+// (with the parameters it was captured with) by every launch.
+struct CUgraph_st {
+  std::vector<std::function<void()>> ops;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> ops;
 };
 
 namespace {
@@ -233,6 +249,30 @@ void run_device(int device) {
   }
 }
 
+// ---- stream capture ---------------------------------------------------------------
+
+// What CUDA refuses while a stream of the process captures in global mode (the
+// default): calls that synchronise or allocate ("potentially unsafe" calls). They
+// fail with cudaErrorStreamCaptureUnsupported and invalidate those captures, so code
+// that would break a capture on a GPU breaks it here too.
+bool capture_forbids() {
+  bool any = false;
+  for (CUstream_st* s : state().streams) {
+    if (s->capture != nullptr && s->capture_mode == cudaStreamCaptureModeGlobal) {
+      s->capture_invalidated = true;
+      any = true;
+    }
+  }
+  return any;
+}
+
+// A capturing stream asked to synchronise: refused, and its capture invalidated.
+bool capturing(CUstream_st* s) {
+  if (s->capture == nullptr) return false;
+  s->capture_invalidated = true;
+  return true;
+}
+
 // ---- memory ---------------------------------------------------------------------
 
 std::size_t page_size() {
@@ -339,6 +379,7 @@ std::function<void()> copy_op(void* dst, const void* src, std::size_t count) {
 cudaError_t release(void* ptr, Kind kind) {
   State& st = state();
   std::lock_guard lock(st.mutex);
+  if (capture_forbids()) return fail(cudaErrorStreamCaptureUnsupported);
   auto it = st.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (it == st.allocations.end() || it->second.kind != kind) return fail(cudaErrorInvalidValue);
   for (int d = 0; d < st.devices; ++d) run_device(d);
@@ -362,6 +403,10 @@ cudaError_t enqueue(cudaStream_t stream, std::function<void()> op) {
   std::lock_guard lock(st.mutex);
   CUstream_st* s = resolve(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (s->capture != nullptr) {
+    s->capture->ops.push_back(std::move(op));  // ordered on the launch's stream when replayed
+    return cudaSuccess;
+  }
   if (s->legacy) {
     // Legacy work starts after the blocking streams' earlier work.
     std::vector<std::pair<std::uint64_t, std::uint64_t>> before;
@@ -389,6 +434,58 @@ cudaError_t enqueue(cudaStream_t stream, std::function<void()> op) {
 
 void set_launch_error(cudaError_t error) {
   last_error = error;
+}
+
+namespace {
+
+// CUDAEMU_MPS=0: each emulated GPU runs the kernels of one process at a time, as a
+// GPU that processes share without MPS does, here with no time slicing at all (the
+// worst case): a kernel that waits for a peer process's kernel on the same GPU
+// waits until its own bound runs out. Kernels of processes on different emulated
+// GPUs still run at the same time. The turn is an flock on one file per GPU of this
+// user, taken by the host thread that runs the kernel.
+bool gpus_exclusive() {
+  static const bool exclusive = [] {
+    const char* v = std::getenv("CUDAEMU_MPS");
+    return v != nullptr && std::string(v) == "0";
+  }();
+  return exclusive;
+}
+
+class GpuTurn {
+ public:
+  explicit GpuTurn(int device) {
+    if (!gpus_exclusive()) return;
+    const std::string path =
+        "/tmp/cudaemu-uid" + std::to_string(getuid()) + "-gpu" + std::to_string(device) + ".lock";
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~GpuTurn() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+  GpuTurn(const GpuTurn&) = delete;
+  GpuTurn& operator=(const GpuTurn&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+cudaError_t enqueue_kernel(cudaStream_t stream, std::function<void()> grid) {
+  int device = 0;
+  {
+    State& st = state();
+    std::lock_guard lock(st.mutex);
+    CUstream_st* s = resolve(stream);
+    if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    device = s->device;
+  }
+  return enqueue(stream, [device, grid = std::move(grid)] {
+    GpuTurn turn(device);
+    grid();
+  });
 }
 
 }  // namespace cudaemu
@@ -487,6 +584,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->totalGlobalMem = std::size_t{1} << 34;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsPerMultiProcessor = 2048;
   prop->l2CacheSize = 1 << 20;  // small, so benchmarks that size buffers by it stay small
   return cudaSuccess;
 }
@@ -500,6 +598,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
       return cudaSuccess;
     case cudaDevAttrMaxThreadsPerBlock:
       *value = 1024;
+      return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerMultiProcessor:
+      *value = 2048;  // sm_80 and sm_90's
       return cudaSuccess;
     case cudaDevAttrWarpSize:
       *value = 32;
@@ -520,6 +621,7 @@ cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
 cudaError_t cudaDeviceSynchronize(void) {
   State& st = state();
   std::lock_guard lock(st.mutex);
+  if (capture_forbids()) return fail(cudaErrorStreamCaptureUnsupported);
   run_device(current_device);
   return cudaSuccess;
 }
@@ -544,6 +646,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (size == 0) return cudaSuccess;
   State& st = state();
   std::lock_guard lock(st.mutex);
+  if (capture_forbids()) return fail(cudaErrorStreamCaptureUnsupported);
   const std::size_t used = (size + kAlignment - 1) / kAlignment * kAlignment;
   const std::size_t file_bytes = page_round(used);
   const int fd = memfd_create("cudaemu-device", MFD_CLOEXEC);
@@ -578,6 +681,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
   if (size == 0) return cudaSuccess;
   State& st = state();
   std::lock_guard lock(st.mutex);
+  if (capture_forbids()) return fail(cudaErrorStreamCaptureUnsupported);
   const std::size_t mapped = page_round(size);
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
@@ -639,6 +743,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   State& st = state();
   std::lock_guard lock(st.mutex);
+  if (capture_forbids()) return fail(cudaErrorStreamCaptureUnsupported);
   if (const cudaError_t e = check_copy(dst, src, count, kind); e != cudaSuccess) return fail(e);
   if (count == 0) return cudaSuccess;
   const bool to_device = is_device(dst);
@@ -689,6 +794,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (s == nullptr || s->legacy) {
     return fail(cudaErrorInvalidResourceHandle);
   }
+  if (capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);
   run_all(s);  // queued work still completes
   std::erase(st.streams, s);
   delete s;
@@ -700,6 +806,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::lock_guard lock(st.mutex);
   CUstream_st* s = resolve(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);
   if (s->legacy) {
     run_legacy_and_blocking(s->device);
   } else {
@@ -713,6 +820,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   std::lock_guard lock(st.mutex);
   CUstream_st* s = resolve(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);
   // Work runs only when waited for: a query answers "not ready" while any is queued.
   return s->pending.empty() ? cudaSuccess : cudaErrorNotReady;
 }
@@ -741,6 +849,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::lock_guard lock(st.mutex);
   CUstream_st* s = resolve(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  // Events inside a capture (a graph's fork and join) are not emulated: refused, so a
+  // test that would need them says so instead of passing without them.
+  if (capturing(s)) return fail(cudaErrorStreamCaptureUnsupported);
   std::shared_ptr<EventState> es = event->state;
   es->reached = false;
   if (const cudaError_t e = cudaemu::enqueue(stream,
@@ -778,6 +889,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   State& st = state();
   std::lock_guard lock(st.mutex);
   const EventState& es = *event->state;
+  if (CUstream_st* s = resolve(stream); s != nullptr && capturing(s)) {
+    return fail(cudaErrorStreamCaptureIsolation);  // an event recorded outside the capture
+  }
   if (es.stream == 0) return cudaSuccess;  // never recorded: nothing to wait for
   const std::uint64_t source = es.stream;
   const std::uint64_t upto = es.seq;
@@ -793,6 +907,75 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   if (!a.timing || !b.timing) return fail(cudaErrorInvalidResourceHandle);
   if (!a.reached || !b.reached) return fail(cudaErrorNotReady);
   *ms = std::chrono::duration<float, std::milli>(b.when - a.when).count();
+  return cudaSuccess;
+}
+
+// ---- stream capture and graphs ------------------------------------------------------
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (s->legacy) return fail(cudaErrorStreamCaptureImplicit);  // CUDA refuses the legacy stream
+  if (s->capture != nullptr) return fail(cudaErrorIllegalState);
+  run_all(s);  // what was queued before the capture is not part of it
+  s->capture = new CUgraph_st();
+  s->capture_mode = mode;
+  s->capture_invalidated = false;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  if (graph == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (s->capture == nullptr) return fail(cudaErrorIllegalState);
+  std::unique_ptr<CUgraph_st> captured(std::exchange(s->capture, nullptr));
+  *graph = nullptr;
+  if (s->capture_invalidated) return fail(cudaErrorStreamCaptureInvalidated);
+  *graph = captured.release();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  if (status == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  CUstream_st* s = resolve(stream);
+  if (s == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  *status = s->capture == nullptr    ? cudaStreamCaptureStatusNone
+            : s->capture_invalidated ? cudaStreamCaptureStatusInvalidated
+                                     : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long /*flags*/) {
+  if (exec == nullptr || graph == nullptr) return fail(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->ops};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (exec == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  for (const std::function<void()>& op : exec->ops) {
+    if (const cudaError_t e = cudaemu::enqueue(stream, op); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;  // queued launches hold copies of its ops
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
   return cudaSuccess;
 }
 

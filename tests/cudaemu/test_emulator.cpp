@@ -66,6 +66,12 @@ __global__ void write_index(std::uint32_t* out, std::size_t n) {
   }
 }
 
+std::vector<std::uint32_t> words_of(const Device& d, std::size_t n) {
+  std::vector<std::uint32_t> host(n);
+  ok(cudaMemcpy(host.data(), d.get(), n * 4, cudaMemcpyDeviceToHost));
+  return host;
+}
+
 }  // namespace
 
 TEST_CASE("queued work runs only when something waits for it", "[cudaemu]") {
@@ -217,6 +223,63 @@ TEST_CASE("IPC handles open in other processes only, at the allocation's base", 
   MPI_Barrier(MPI_COMM_WORLD);
   ok(cudaIpcCloseMemHandle(peer));
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+__global__ void add_one(std::uint32_t* data, std::size_t n) {
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    data[i] += 1;
+  }
+}
+
+TEST_CASE("a captured graph replays its work, with its arguments, launch after launch",
+          "[cudaemu]") {
+  constexpr std::size_t n = 1000;
+  Device a(n * 4);
+  Device b(n * 4);
+  Stream s;
+  auto* pa = reinterpret_cast<std::uint32_t*>(a.get());
+  ok(cudaMemset(a.get(), 0, n * 4));
+  ok(cudaDeviceSynchronize());
+  ok(cudaStreamBeginCapture(s.s, cudaStreamCaptureModeGlobal));
+  cudaStreamCaptureStatus status{};
+  ok(cudaStreamIsCapturing(s.s, &status));
+  CHECK(status == cudaStreamCaptureStatusActive);
+  CONCORD_CUDAEMU_LAUNCH(2, 128, s.s, add_one)(pa, n);
+  ok(cudaMemcpyAsync(b.get(), a.get(), n * 4, cudaMemcpyDeviceToDevice, s.s));
+  cudaGraph_t graph = nullptr;
+  ok(cudaStreamEndCapture(s.s, &graph));
+  ok(cudaStreamSynchronize(s.s));
+  CHECK(words_of(a, n) == std::vector<std::uint32_t>(n, 0));  // captured, not run
+  cudaGraphExec_t exec = nullptr;
+  ok(cudaGraphInstantiate(&exec, graph, 0));
+  for (std::uint32_t launch = 1; launch <= 3; ++launch) {
+    ok(cudaGraphLaunch(exec, s.s));
+    ok(cudaStreamSynchronize(s.s));
+    CHECK(words_of(b, n) == std::vector<std::uint32_t>(n, launch));
+  }
+  ok(cudaGraphExecDestroy(exec));
+  ok(cudaGraphDestroy(graph));
+}
+
+TEST_CASE("what a capture forbids fails and invalidates it", "[cudaemu]") {
+  Stream s;
+  for (int forbidden = 0; forbidden < 3; ++forbidden) {
+    INFO("forbidden call " << forbidden);
+    ok(cudaStreamBeginCapture(s.s, cudaStreamCaptureModeGlobal));
+    void* p = nullptr;
+    if (forbidden == 0) CHECK(cudaStreamSynchronize(s.s) == cudaErrorStreamCaptureUnsupported);
+    if (forbidden == 1) CHECK(cudaMalloc(&p, 64) == cudaErrorStreamCaptureUnsupported);
+    if (forbidden == 2) CHECK(cudaDeviceSynchronize() == cudaErrorStreamCaptureUnsupported);
+    cudaGetLastError();
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(s.s, &graph) == cudaErrorStreamCaptureInvalidated);
+    CHECK(graph == nullptr);
+    cudaGetLastError();
+  }
+  void* p = nullptr;
+  ok(cudaMalloc(&p, 64));  // allowed again once the capture has ended
+  ok(cudaFree(p));
 }
 
 int main(int argc, char** argv) {

@@ -10,6 +10,8 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace {
@@ -66,10 +68,10 @@ __global__ void barrier_after_exits(int* slots, int* out) {
 // Polls `flag` until it reaches `expected`: 1 when it did, -1 after kWaitNs. At
 // least, not equal: a flag carries a sequence number, and a fast peer may have gone
 // on to its next call before this thread looks.
-__device__ int wait_for(const volatile int* flag, int expected) {
+__device__ int wait_for(const volatile int* flag, int expected, long long bound_ns = kWaitNs) {
   const long long start = clock64();
   while (*flag < expected) {
-    if (clock64() - start > kWaitNs) return -1;
+    if (clock64() - start > bound_ns) return -1;
     __nanosleep(100);
   }
   return 1;
@@ -85,14 +87,48 @@ __global__ void first_block_waits_for_last(volatile int* flag, int* out) {
   if (blockIdx.x == 0) out[threadIdx.x] = wait_for(flag, 1);
 }
 
+// Block 1 writes `slot` at its start; block 0 reads it after a barrier of its own,
+// without waiting for block 1: on the emulator block 0 runs ahead and reads it unset.
+__global__ void read_what_a_later_block_writes(volatile int* slot, int* out) {
+  if (blockIdx.x == 1) *slot = 1;
+  __syncthreads();
+  if (blockIdx.x == 0 && threadIdx.x == 0) *out = *slot;
+}
+
 // A rank's side of a meeting with its peer, block by block: block b sets its flag
 // (mine[b]) to `sequence`, then waits for the peer's block b to set peer[b].
-__global__ void meet_peer(volatile int* mine, const volatile int* peer, int sequence, int* out) {
+__global__ void meet_peer(volatile int* mine, const volatile int* peer, int sequence, int* out,
+                          long long bound_ns) {
   if (threadIdx.x != 0) return;
   __threadfence_system();
   mine[blockIdx.x] = sequence;
-  out[blockIdx.x] = wait_for(peer + blockIdx.x, sequence);
+  out[blockIdx.x] = wait_for(peer + blockIdx.x, sequence, bound_ns);
 }
+
+// Each rank's flags in device memory, and its peer's as mapped here.
+struct PeerFlags {
+  explicit PeerFlags(unsigned blocks) : flags(blocks) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    ok(cudaMemset(flags.p, 0, blocks * sizeof(int)));
+    ok(cudaDeviceSynchronize());
+    cudaIpcMemHandle_t handle{};
+    cudaIpcMemHandle_t peer_handle{};
+    ok(cudaIpcGetMemHandle(&handle, flags.p));
+    MPI_Sendrecv(&handle, sizeof handle, MPI_BYTE, 1 - rank, 0, &peer_handle, sizeof peer_handle,
+                 MPI_BYTE, 1 - rank, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    ok(cudaIpcOpenMemHandle(&peer, peer_handle, cudaIpcMemLazyEnablePeerAccess));
+  }
+  ~PeerFlags() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    cudaIpcCloseMemHandle(peer);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  PeerFlags(const PeerFlags&) = delete;
+  PeerFlags& operator=(const PeerFlags&) = delete;
+  DeviceArray<int> flags;
+  void* peer = nullptr;
+};
 
 }  // namespace
 
@@ -141,6 +177,17 @@ TEST_CASE("a grid's blocks are under way together", "[cudaemu][grid]") {
   CHECK(out.read() == std::vector<int>(threads, 1));
 }
 
+TEST_CASE("a block runs ahead of the blocks after it", "[cudaemu][grid]") {
+  DeviceArray<int> slot(1);
+  DeviceArray<int> out(1);
+  ok(cudaMemset(slot.p, 0, sizeof(int)));
+  ok(cudaMemset(out.p, 0xff, sizeof(int)));
+  CONCORD_CUDAEMU_LAUNCH(2, 32, nullptr, read_what_a_later_block_writes)(slot.p, out.p);
+  ok(cudaDeviceSynchronize());
+  CHECK(out.read()[0] == 0);  // what a kernel missing a wait between blocks gets here
+  CHECK(slot.read()[0] == 1);
+}
+
 TEST_CASE("kernels of two processes meet through flags in each other's memory", "[cudaemu][grid]") {
   int rank = 0;
   int size = 1;
@@ -148,28 +195,39 @@ TEST_CASE("kernels of two processes meet through flags in each other's memory", 
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   REQUIRE(size == 2);
   constexpr unsigned blocks = 4;
-  DeviceArray<int> flags(blocks);
+  PeerFlags flags(blocks);
   DeviceArray<int> out(blocks);
-  ok(cudaMemset(flags.p, 0, blocks * sizeof(int)));
-  ok(cudaDeviceSynchronize());
-  cudaIpcMemHandle_t handle{};
-  cudaIpcMemHandle_t peer_handle{};
-  ok(cudaIpcGetMemHandle(&handle, flags.p));
-  MPI_Sendrecv(&handle, sizeof handle, MPI_BYTE, 1 - rank, 0, &peer_handle, sizeof peer_handle,
-               MPI_BYTE, 1 - rank, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  void* peer = nullptr;
-  ok(cudaIpcOpenMemHandle(&peer, peer_handle, cudaIpcMemLazyEnablePeerAccess));
   // Three calls in a row, each with the next sequence number: a flag left from the
   // last call never satisfies the next one.
   for (int sequence = 1; sequence <= 3; ++sequence) {
     INFO("sequence " << sequence);
     ok(cudaMemset(out.p, 0, blocks * sizeof(int)));
     CONCORD_CUDAEMU_LAUNCH(blocks, 32, nullptr, meet_peer)
-    (flags.p, static_cast<const int*>(peer), sequence, out.p);
+    (flags.flags.p, static_cast<const int*>(flags.peer), sequence, out.p, kWaitNs);
     ok(cudaDeviceSynchronize());
     CHECK(out.read() == std::vector<int>(blocks, 1));
   }
+}
+
+// Run by cudaemu_np2_no_mps (CUDAEMU_MPS=0): the two processes share the emulated GPU
+// without MPS, so their kernels run one after the other. The first to run waits for
+// the other in vain; the second finds the first's flag already set.
+TEST_CASE("without MPS, kernels of two processes on one GPU run one at a time",
+          "[.][cudaemu][no_mps]") {
+  const char* mps = std::getenv("CUDAEMU_MPS");
+  REQUIRE(mps != nullptr);
+  REQUIRE(std::string(mps) == "0");
+  PeerFlags flags(1);
+  DeviceArray<int> out(1);
   MPI_Barrier(MPI_COMM_WORLD);
-  ok(cudaIpcCloseMemHandle(peer));
-  MPI_Barrier(MPI_COMM_WORLD);
+  CONCORD_CUDAEMU_LAUNCH(1, 32, nullptr, meet_peer)
+  (flags.flags.p, static_cast<const int*>(flags.peer), 1, out.p, 300'000'000);
+  ok(cudaDeviceSynchronize());
+  const int mine = out.read()[0];
+  int lowest = 0;
+  int highest = 0;
+  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lowest == -1);  // one kernel ran alone and timed out
+  CHECK(highest == 1);  // the other, run after it, found its flag
 }
