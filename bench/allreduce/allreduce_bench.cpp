@@ -235,6 +235,13 @@ class AllreduceRun {
   const std::vector<std::string>& labels() const {
     return labels_;
   }
+  // What the records say of the device the run used (nothing on host buffers).
+  nlohmann::json context() const {
+#if CONCORD_BENCH_NCCL
+    if (buffers_.device() != nullptr) return buffers_.device()->context();
+#endif
+    return nlohmann::json::object();
+  }
 
  private:
   std::size_t esize() const {
@@ -268,12 +275,15 @@ void AllreduceRun::checked_call(std::size_t which, std::size_t count) {
   buffers_.poison_recv(count, shared);
   MPI_Barrier(world_);
   impl.run(buffers_.send(shared), buffers_.recv(shared), count);
+  if (impl.sync) impl.sync();
   if (!shared) buffers_.download_recv(count);
   if (!validator_->check(buffers_.host_recv(shared), count)) valid_[which] = 0;
 }
 
 // kRounds barrier-aligned rounds, the implementations' order alternating from
-// round to round. Returns the seconds each spent in its timed calls.
+// round to round. Returns the seconds each spent in its timed calls: as nccl-tests
+// times them, the calls back to back and one synchronisation at the end, so a call
+// that only queues its work is timed by when the work is done.
 std::vector<double> AllreduceRun::timed_rounds(std::size_t count, int iterations,
                                                ShmPhaseSampler& phases) {
   std::vector<double> seconds(impls_.size(), 0.0);
@@ -288,6 +298,7 @@ std::vector<double> AllreduceRun::timed_rounds(std::size_t count, int iterations
       std::byte* send = buffers_.send(impl.on_shared);
       std::byte* recv = buffers_.recv(impl.on_shared);
       for (int i = 0; i < round_iters; ++i) impl.run(send, recv, count);
+      if (impl.sync) impl.sync();
       seconds[which] += MPI_Wtime() - t0;
       phases.end(which);
     }
@@ -336,6 +347,7 @@ std::vector<Measurement> AllreduceRun::measure(std::size_t bytes, ShmPhaseSample
     for (int i = 0; i < warmup; ++i) {
       impls_[k].run(buffers_.send(shared), buffers_.recv(shared), count);
     }
+    if (impls_[k].sync) impls_[k].sync();
   }
   const std::vector<double> seconds = timed_rounds(count, iterations, phases);
   // Checked again after the timed calls: state they left behind (caches,
@@ -354,7 +366,7 @@ std::vector<Measurement> AllreduceRun::measure(std::size_t bytes, ShmPhaseSample
 
 std::vector<Measurement> run_allreduce_bench(
     const AllreduceOptions& o, const Communicator& comm,
-    const std::function<void(const std::vector<Measurement>&)>& on_size) {
+    const std::function<void(const std::vector<Measurement>&)>& on_size, nlohmann::json* context) {
   AllreduceRun run(o, comm);
   ShmPhaseSampler phases(run.impl_count());
   std::vector<Measurement> all;
@@ -366,6 +378,7 @@ std::vector<Measurement> run_allreduce_bench(
     }
     all.insert(all.end(), row.begin(), row.end());
   }
+  if (context != nullptr) *context = run.context();
   return all;
 }
 

@@ -5,6 +5,8 @@
 
 #include <concord/communicator.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -28,9 +30,11 @@ struct Measurement {
 
 // Runs the benchmark; calls `on_size` on rank 0 with the measurements of each size
 // as soon as it is done. Returns all measurements (complete on rank 0; on the
-// others only `validated` holds, agreed by all ranks).
+// others only `validated` holds, agreed by all ranks). `context`, where given, gets
+// what the run found of its device (DeviceBench::context(); empty on host buffers).
 std::vector<Measurement> run_allreduce_bench(
     const AllreduceOptions& options, const Communicator& comm,
-    const std::function<void(const std::vector<Measurement>&)>& on_size);
+    const std::function<void(const std::vector<Measurement>&)>& on_size,
+    nlohmann::json* context = nullptr);
 
 }  // namespace concord::bench

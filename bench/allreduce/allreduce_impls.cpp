@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
+#include <utility>
 
 namespace concord::bench {
 namespace {
@@ -36,28 +38,46 @@ Impl roofline_impl(std::size_t esize) {
 // it cannot run.
 std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicator& comm,
                                     DeviceBench& device) {
+  using detail::DevicePathPreference;
+  // concord with every device call on one path, on a communicator of its own.
+  const std::pair<const char*, DevicePathPreference> fixed_paths[] = {
+      {"concord-peer", DevicePathPreference::DeviceSynchronised},
+      {"concord-rounds", DevicePathPreference::IpcRounds},
+      {"concord-staged", DevicePathPreference::HostStaging}};
   std::vector<Impl> impls;
+  const auto add = [&](const std::string& name, const std::string& algorithm, RunFn run,
+                       SyncFn sync) {
+    Impl impl{name, algorithm, std::move(run)};
+    impl.sync = std::move(sync);
+    impls.push_back(std::move(impl));
+  };
   for (const std::string& name : o.impls) {
+    const auto fixed = std::find_if(std::begin(fixed_paths), std::end(fixed_paths),
+                                    [&](const auto& p) { return name == p.first; });
     if (name == "concord") {
       for (Algorithm a : o.algorithms) {
-        impls.push_back({name, std::string(to_string(a)), device.concord_impl(o, a)});
+        add(name, std::string(to_string(a)), device.concord_impl(o, a), device.synchronize());
       }
+    } else if (fixed != std::end(fixed_paths)) {
+      add(name, "auto", device.concord_impl(o, Algorithm::Auto, fixed->second),
+          device.synchronize());
     } else if (name == "mpi") {
-      impls.push_back({name, "mpi-host-staged", device.mpi_staged_impl(o)});
+      add(name, "mpi-host-staged", device.mpi_staged_impl(o), device.synchronize());
     } else if (name == "device-one-shot" || name == "device-two-shot") {
-      impls.push_back({name, name, peer_kernel_impl(device, comm, o, name == "device-two-shot")});
+      auto [run, sync] = peer_kernel_impl(device, comm, o, name == "device-two-shot");
+      add(name, name, std::move(run), std::move(sync));
     } else if (name == "nccl") {
       std::string why;
       if (auto run = device.nccl_impl(o, &why)) {
-        impls.push_back({name, "nccl", *run});
+        add(name, "nccl", *run, device.synchronize());
       } else if (comm.rank() == 0) {
         fmt::print(stderr, "concord-bench: skipping nccl: {}\n", why);
       }
     } else {
       throw std::invalid_argument(
           "--impl: unknown implementation '" + name +
-          "' (accepted: concord, mpi, nccl, device-one-shot, device-two-shot; roofline is "
-          "host only)");
+          "' (accepted: concord, concord-peer, concord-rounds, concord-staged, mpi, nccl, "
+          "device-one-shot, device-two-shot; roofline is host only)");
     }
   }
   if (impls.empty()) throw std::invalid_argument("--impl: nothing left to run");
@@ -167,14 +187,15 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
       impl.name = name;
       impl.on_shared = true;
       impls.push_back(impl);
-    } else if (name == "nccl" || name == "device-one-shot" || name == "device-two-shot") {
+    } else if (name == "nccl" || name == "device-one-shot" || name == "device-two-shot" ||
+               name == "concord-peer" || name == "concord-rounds" || name == "concord-staged") {
       throw std::invalid_argument("--impl " + name + " needs device buffers: add --device cuda");
     } else {
       throw std::invalid_argument(
           "--impl: unknown implementation '" + name +
           "' (accepted: concord, concord-copy, concord-shared, mpi, mpi-shared, "
-          "roofline, roofline-shared; with --device cuda: nccl, device-one-shot, "
-          "device-two-shot)");
+          "roofline, roofline-shared; with --device cuda: concord-peer, concord-rounds, "
+          "concord-staged, nccl, device-one-shot, device-two-shot)");
     }
   }
   return impls;

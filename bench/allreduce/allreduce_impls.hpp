@@ -20,9 +20,13 @@ namespace concord::bench {
 struct Impl {
   std::string name;
   std::string algorithm;
+  // One call; on device buffers it may only queue its work.
   std::function<void(const void*, void*, std::size_t)> run;
   bool is_allreduce = true;  // false for the roofline: its output is a copy, not checked
   bool on_shared = false;    // runs on buffers from the shared heap (allocate_shared)
+  // Waits for the calls queued so far (device impls: the stream); null for host impls,
+  // whose calls are done when they return. Timed calls end with one (nccl-tests).
+  std::function<void()> sync = nullptr;
 };
 
 // Host implementations; `shared_comm` is concord-shared's communicator.

@@ -2,6 +2,8 @@
 
 #include "common/elements.hpp"
 #include "cuda/cuda_runtime.hpp"
+#include "device/device_resources.hpp"
+#include "dispatch/device_peer_path.hpp"
 #include "transport/nccl_library.hpp"
 #include "transport/nccl_transport.hpp"
 
@@ -10,8 +12,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -30,6 +35,9 @@ struct DeviceBench::State {
   std::unique_ptr<cuda::PinnedBuffer> staging_send;
   std::unique_ptr<cuda::PinnedBuffer> staging_recv;
   std::unique_ptr<detail::NcclComm> nccl;
+  const detail::NcclLibrary* nccl_library = nullptr;  // where nccl_impl loaded it
+  // The communicators of the impls that fix a device path (concord_impl).
+  std::deque<Communicator> path_comms;
 };
 
 namespace {
@@ -132,15 +140,51 @@ void DeviceBench::download(void* host, const void* device, std::size_t bytes) {
   cuda::check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
-RunFn DeviceBench::concord_impl(const AllreduceOptions& o, Algorithm algorithm) const {
+RunFn DeviceBench::concord_impl(const AllreduceOptions& o, Algorithm algorithm,
+                                detail::DevicePathPreference path) {
   concord::AllreduceOptions options;
   options.algorithm = algorithm;
   options.device = Device::Cuda;
   options.stream = state_->stream->get();
-  const Communicator& comm = *state_->comm;
-  return [&comm, o, options](const void* s, void* r, std::size_t n) {
-    allreduce(s, r, n, o.dtype, o.op, comm, options);
+  const Communicator* comm = state_->comm;
+  if (path != detail::DevicePathPreference::Auto) {
+    // Every rank makes its impls in the same order, so these set-ups meet.
+    comm = &state_->path_comms.emplace_back(state_->comm->mpi_comm());
+    detail::device_resources(comm->state()).preference = path;
+  }
+  return [comm, o, options](const void* s, void* r, std::size_t n) {
+    allreduce(s, r, n, o.dtype, o.op, *comm, options);
   };
+}
+
+SyncFn DeviceBench::synchronize() const {
+  cudaStream_t stream = state_->stream->get();
+  return [stream] { cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); };
+}
+
+nlohmann::json DeviceBench::context() const {
+  nlohmann::json c = {{"gpu", state_->name}, {"ranks_per_gpu", state_->ranks_on_device}};
+  if (const detail::NcclLibrary* lib = state_->nccl_library) {
+    c["nccl_version"] = detail::nccl_version_string(lib->version);
+    nlohmann::json settings = nlohmann::json::object();
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const std::size_t eq = entry.find('=');
+      if (entry.starts_with("NCCL_") && eq != std::string::npos) {
+        settings[entry.substr(0, eq)] = entry.substr(eq + 1);
+      }
+    }
+    c["nccl_env"] = settings;
+  }
+  // What concord's own set-up found (where its allreduce ran on this communicator).
+  const auto& res = state_->comm->state().device_resources;
+  if (res && res->peer) {
+    c["ranks_concurrent"] = res->peer->concurrent;
+    if (res->peer->probe_meeting_ns > 0) {
+      c["probe_meeting_us"] = res->peer->probe_meeting_ns / 1e3;
+    }
+  }
+  return c;
 }
 
 RunFn DeviceBench::mpi_staged_impl(const AllreduceOptions& o) const {
@@ -193,6 +237,16 @@ std::optional<RunFn> DeviceBench::nccl_impl(const AllreduceOptions& o, std::stri
     return std::nullopt;
   }
   state_->nccl = std::make_unique<detail::NcclComm>(state_->comm->mpi_comm(), state_->comm->rank());
+  state_->nccl_library = lib;
+  if (state_->comm->rank() == 0) {
+    std::string settings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).starts_with("NCCL_"))
+        settings += std::string(settings.empty() ? "" : " ") + *e;
+    }
+    fmt::print("# NCCL {}, its defaults{}{}\n", detail::nccl_version_string(lib->version),
+               settings.empty() ? "" : " but ", settings);
+  }
   ncclComm_t comm = state_->nccl->get();
   cudaStream_t stream = state_->stream->get();
   const ncclDataType_t type = nccl_type(o.dtype);
@@ -200,7 +254,6 @@ std::optional<RunFn> DeviceBench::nccl_impl(const AllreduceOptions& o, std::stri
   const int rank = state_->comm->rank();
   return [lib, comm, stream, type, op, rank](const void* s, void* r, std::size_t n) {
     detail::check_nccl(lib->all_reduce(s, r, n, type, op, comm, stream), "ncclAllReduce", rank);
-    cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   };
 }
 

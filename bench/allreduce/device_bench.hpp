@@ -4,8 +4,11 @@
 #pragma once
 
 #include "common/bench_options.hpp"
+#include "device/device_resources.hpp"
 
 #include <concord/communicator.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -15,8 +18,12 @@
 
 namespace concord::bench {
 
-// One allreduce call of an implementation on (send, recv, count).
+// One allreduce call of an implementation on (send, recv, count): it may only queue
+// its work, as NCCL and concord's device path do.
 using RunFn = std::function<void(const void* send, void* recv, std::size_t count)>;
+// Returns once every call queued before has finished (nccl-tests' timing: N calls,
+// one synchronisation).
+using SyncFn = std::function<void()>;
 
 class DeviceBench {
  public:
@@ -29,17 +36,29 @@ class DeviceBench {
   void upload(void* device, const void* host, std::size_t bytes);
   void download(void* host, const void* device, std::size_t bytes);
 
-  // concord::allreduce on the bench's stream (blocking, as every impl here).
-  RunFn concord_impl(const AllreduceOptions& o, Algorithm algorithm) const;
-  // MPI_Allreduce with the device buffers copied to and from pinned host memory.
+  // concord::allreduce on the bench's stream. `path` other than Auto: on a
+  // communicator of its own whose device calls all take that path (concord-rounds,
+  // concord-staged, concord-peer), for comparing the paths in one run; collective.
+  RunFn concord_impl(const AllreduceOptions& o, Algorithm algorithm,
+                     detail::DevicePathPreference path = detail::DevicePathPreference::Auto);
+  // MPI_Allreduce with the device buffers copied to and from pinned host memory
+  // (synchronous: it waits for each copy).
   RunFn mpi_staged_impl(const AllreduceOptions& o) const;
-  // ncclAllReduce plus a stream synchronisation, or nullopt with `why` set when
-  // NCCL cannot run here (not found; several ranks on one GPU before NCCL 2.30).
+  // ncclAllReduce queued on the stream, or nullopt with `why` set when NCCL cannot
+  // run here (not found; several ranks on one GPU before NCCL 2.30). Ranks sharing a
+  // GPU get NCCL_MULTI_RANK_GPU_ENABLE=1 unless the environment says otherwise; NCCL
+  // runs with its defaults otherwise (context() reports every NCCL_* variable set).
   std::optional<RunFn> nccl_impl(const AllreduceOptions& o, std::string* why);
+  // Synchronises the bench's stream.
+  SyncFn synchronize() const;
 
   int device() const;
   CudaStream stream() const;     // the stream every impl here runs on
-  std::string describe() const;  // "GPU 0 (NVIDIA H100 80GB HBM3), 2 ranks on it"
+  std::string describe() const;  // "GPU 0 (NVIDIA H100 80GB HBM3), 2 rank(s) per GPU"
+  // What the run's records say of the device: GPU model and ranks per GPU, the NCCL
+  // version and NCCL_* settings (where NCCL was loaded), and whether concord's
+  // device-synchronised path found the ranks' kernels running at once.
+  nlohmann::json context() const;
 
  private:
   struct State;

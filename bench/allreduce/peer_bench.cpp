@@ -1,6 +1,7 @@
 #include "allreduce/peer_bench.hpp"
 
 #include "cuda/cuda_runtime.hpp"
+#include "dispatch/device_peer_path.hpp"
 #include "reduce/cuda_peer_kernels.hpp"
 #include "transport/cuda_ipc_arena.hpp"
 
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -19,35 +21,33 @@ namespace {
 
 namespace cuda = concord::detail::cuda;
 
-// This rank's input, output and flags, and its peers', in one CUDA IPC arena (the
-// one the device path uses): regions 0, 1 and 2 of each rank, the flags zero-filled.
+// This rank's flags, input and output, and its peers', in one CUDA IPC arena (as the
+// device path has them): the flags in its header, inputs and outputs in regions 0 and 1.
 struct PeerState {
   PeerState(const Communicator& comm, std::size_t bytes) : timeout(sizeof(cuda::PeerTimeout)) {
     constexpr std::size_t kAlign = 256;
-    const std::size_t region =
-        (std::max(bytes, sizeof(cuda::PeerFlags)) + kAlign - 1) / kAlign * kAlign;
+    const std::size_t region = (std::max<std::size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
     std::string why;
-    arena = detail::CudaIpcArena::create(comm.mpi_comm(), region, comm.rank(), &why);
+    arena = detail::CudaIpcArena::create(
+        comm.mpi_comm(),
+        {.region_bytes = region, .regions = 2, .header_bytes = sizeof(cuda::PeerFlags)},
+        comm.rank(), &why);
     if (!arena) throw std::invalid_argument("--impl device-one-shot/two-shot: " + why);
-    cuda::check(cudaMemset(flags(comm.rank()), 0, sizeof(cuda::PeerFlags)), "cudaMemset");
-    cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    *reinterpret_cast<cuda::PeerTimeout*>(timeout.get()) = {};
+    record = new (timeout.get()) cuda::PeerTimeout{};
   }
-  std::byte* input(int rank) const { return arena->region(rank, 0); }
-  std::byte* output(int rank) const { return arena->region(rank, 1); }
-  std::byte* flags(int rank) const { return arena->region(rank, 2); }
 
   std::unique_ptr<detail::CudaIpcArena> arena;
   // Mapped pinned memory (every cudaMallocHost allocation is, under unified
   // addressing): the kernel records a timeout there and the host reads it directly.
   cuda::PinnedBuffer timeout;
-  std::uint32_t sequence = 0;
+  cuda::PeerTimeout* record = nullptr;
+  std::uint32_t calls = 0;
 };
 
 }  // namespace
 
-RunFn peer_kernel_impl(DeviceBench& device, const Communicator& comm, const AllreduceOptions& o,
-                       bool two_shot) {
+std::pair<RunFn, SyncFn> peer_kernel_impl(DeviceBench& device, const Communicator& comm,
+                                          const AllreduceOptions& o, bool two_shot) {
   const char* name = two_shot ? "device-two-shot" : "device-one-shot";
   if (comm.local_size() != comm.size()) {
     throw std::invalid_argument(fmt::format("--impl {}: the ranks of one node only", name));
@@ -61,45 +61,38 @@ RunFn peer_kernel_impl(DeviceBench& device, const Communicator& comm, const Allr
         "--impl {}: sum, prod, min or max (the kernel leaves avg's scaling to its caller)", name));
   }
   auto state = std::make_shared<PeerState>(comm, o.max_bytes);
+  cuda::PeerAllreduce c;
+  c.rank = comm.rank();
+  c.ranks = comm.size();
+  for (int r = 0; r < c.ranks; ++r) {
+    c.flags[r] = reinterpret_cast<cuda::PeerFlags*>(state->arena->header(r));
+    c.inputs[r] = state->arena->region(r, 0);
+    c.outputs[r] = state->arena->region(r, 1);
+  }
+  c.dtype = o.dtype;
+  c.op = o.op;
+  c.max_blocks = detail::peer_block_limit(comm.state());  // as concord's path has them
+  c.timeout_ns = 10'000'000'000;                          // 10 s
+  c.timeout = state->record;
   const CudaStream stream = device.stream();
-  const int rank = comm.rank();
-  const int ranks = comm.size();
-  const DataType dtype = o.dtype;
-  const ReduceOp op = o.op;
-  return [state, stream, rank, ranks, dtype, op, two_shot, name](const void* send, void* recv,
-                                                                 std::size_t count) {
-    const std::size_t bytes = count * size_of(dtype);
-    cuda::check(cudaMemcpyAsync(state->input(rank), send, bytes, cudaMemcpyDeviceToDevice, stream),
-                "cudaMemcpyAsync");
-    cuda::PeerAllreduce c;
-    c.rank = rank;
-    c.ranks = ranks;
-    c.sequence = ++state->sequence;
-    for (int r = 0; r < ranks; ++r) {
-      c.flags[r] = reinterpret_cast<cuda::PeerFlags*>(state->flags(r));
-      c.inputs[r] = state->input(r);
-      c.outputs[r] = state->output(r);
-    }
+  RunFn run = [state, c, stream, two_shot](const void* send, void* recv,
+                                           std::size_t count) mutable {
+    c.source = send;
+    c.result = recv;
     c.count = count;
-    c.dtype = dtype;
-    c.op = op;
-    c.timeout_ns = 10'000'000'000;  // 10 s
-    c.timeout = reinterpret_cast<cuda::PeerTimeout*>(state->timeout.get());
-    if (two_shot) {
-      cuda::two_shot_allreduce(c, stream);
-    } else {
-      cuda::one_shot_allreduce(c, stream);
-    }
-    cuda::check(cudaMemcpyAsync(recv, state->output(rank), bytes, cudaMemcpyDeviceToDevice, stream),
-                "cudaMemcpyAsync");
+    c.call = ++state->calls;
+    (two_shot ? cuda::two_shot_allreduce : cuda::one_shot_allreduce)(c, stream);
+  };
+  SyncFn sync = [state, stream, name] {
     cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    const volatile cuda::PeerTimeout* t = c.timeout;
-    if (t->sequence != 0) {
+    const volatile cuda::PeerTimeout* t = state->record;
+    if (t->call != 0) {
       throw Error(ErrorCode::Timeout, -1,
-                  fmt::format("{}: call {} timed out waiting for ranks (mask {:#x})", name,
-                              t->sequence, t->missing_ranks));
+                  fmt::format("{}: call {} timed out waiting for ranks (mask {:#x})", name, t->call,
+                              t->missing_ranks));
     }
   };
+  return {std::move(run), std::move(sync)};
 }
 
 }  // namespace concord::bench

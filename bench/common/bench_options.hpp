@@ -28,6 +28,9 @@ struct AllreduceOptions {
   // pages, not touched before the first call) instead of 2 MiB-aligned, huge-page,
   // pre-touched ones.
   bool ordinary_buffers = false;
+  // --tag KEY=VALUE: written into every JSON record, for what the bench cannot see
+  // itself (whether the run's launcher started MPS, say).
+  std::vector<std::pair<std::string, std::string>> tags;
 };
 
 int iterations_for(const AllreduceOptions& o, std::size_t bytes);

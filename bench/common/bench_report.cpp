@@ -2,6 +2,8 @@
 
 #include <concord/version.hpp>
 
+#include "concord_commit.h"  // generated at build time: CONCORD_COMMIT
+
 #include <fmt/format.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -103,7 +105,7 @@ void print_rows(const AllreduceOptions& o, const std::vector<Measurement>& row) 
 namespace {
 
 // Where a record was measured, so that a JSON file can be traced without the
-// shell history: host, MPI library and concord version.
+// shell history: host, MPI library, concord version and commit.
 nlohmann::json provenance() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -112,7 +114,10 @@ nlohmann::json provenance() {
   MPI_Get_library_version(library, &length);
   std::string mpi(library, static_cast<std::size_t>(std::max(length, 0)));
   mpi = mpi.substr(0, mpi.find('\n'));  // the first line names library and version
-  return {{"host", host}, {"mpi_library", mpi}, {"concord_version", CONCORD_VERSION_STRING}};
+  return {{"host", host},
+          {"mpi_library", mpi},
+          {"concord_version", CONCORD_VERSION_STRING},
+          {"commit", CONCORD_COMMIT}};
 }
 
 // Which memory a record's implementation ran on: the device, the node's shared heap
@@ -126,11 +131,11 @@ std::string buffers_of(const AllreduceOptions& o, std::string_view impl) {
 }  // namespace
 
 void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
-                const std::vector<Measurement>& all) {
+                const std::vector<Measurement>& all, const nlohmann::json& context) {
   nlohmann::json records = nlohmann::json::array();
   const nlohmann::json where = provenance();
   for (const Measurement& m : all) {
-    records.push_back(
+    nlohmann::json record(
         {{"impl", m.impl},
          {"algorithm", m.algorithm.empty() ? nlohmann::json() : nlohmann::json(m.algorithm)},
          {"dtype", std::string(to_string(o.dtype))},
@@ -149,7 +154,11 @@ void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
          {"buffers", buffers_of(o, m.impl)},
          {"host", where["host"]},
          {"mpi_library", where["mpi_library"]},
-         {"concord_version", where["concord_version"]}});
+         {"concord_version", where["concord_version"]},
+         {"commit", where["commit"]}});
+    for (const auto& [key, value] : context.items()) record[key] = value;
+    for (const auto& [key, value] : o.tags) record[key] = value;
+    records.push_back(std::move(record));
   }
   std::ofstream out(path);
   if (!out) throw std::runtime_error("--json: cannot write " + path);

@@ -4,6 +4,8 @@
 #include "allreduce/allreduce_bench.hpp"
 #include "common/bench_options.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -18,8 +20,10 @@ void print_columns(const AllreduceOptions& o, const std::vector<Measurement>& fi
 // implementation after the first its latency as a ratio to the first's.
 void print_rows(const AllreduceOptions& o, const std::vector<Measurement>& row);
 
-// One record per measurement; an empty `algorithm` is written as null.
+// One record per measurement; an empty `algorithm` is written as null. Each also
+// carries `context`'s fields (what the run found of its device) and the --tag ones.
 void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
-                const std::vector<Measurement>& all);
+                const std::vector<Measurement>& all,
+                const nlohmann::json& context = nlohmann::json::object());
 
 }  // namespace concord::bench

@@ -44,6 +44,7 @@ struct AllreduceArgs {
   std::string impls = "concord";
   std::string device = "cpu";
   std::string buffers = "thp";
+  std::vector<std::string> tags;
   int iterations = 0;
   int warmup = -1;
 };
@@ -88,6 +89,8 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
                  "not touched before the first call, as most applications have them)")
       ->capture_default_str();
   ar->add_option("--json", a.o.json_path, "Also write one JSON record per (impl, size) here");
+  ar->add_option("--tag", a.tags,
+                 "KEY=VALUE to write into every --json record (repeatable), e.g. --tag mps=on");
   return ar;
 }
 
@@ -118,6 +121,13 @@ int run_allreduce(AllreduceArgs& a, int rank) {
   }
   if (o.algorithms.empty() || o.impls.empty())
     throw std::invalid_argument("--algo and --impl need a value");
+  for (const std::string& tag : a.tags) {
+    const std::size_t eq = tag.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      throw std::invalid_argument("--tag: expected KEY=VALUE, not '" + tag + "'");
+    }
+    o.tags.emplace_back(tag.substr(0, eq), tag.substr(eq + 1));
+  }
   if (o.device == concord::Device::Cuda &&
       (o.algorithms.size() != 1 || o.algorithms[0] != concord::Algorithm::Auto)) {
     // Rows named concord:<algo> would all run the same device code.
@@ -131,8 +141,10 @@ int run_allreduce(AllreduceArgs& a, int rank) {
 
   concord::Communicator comm = concord::Communicator::world();
   bool header_done = false;
+  nlohmann::json context;
   auto results = concord::bench::run_allreduce_bench(
-      o, comm, [&](const std::vector<concord::bench::Measurement>& row) {
+      o, comm,
+      [&](const std::vector<concord::bench::Measurement>& row) {
         if (!header_done) {
           concord::bench::print_header(o, comm.size(), row);
           header_done = true;
@@ -142,9 +154,10 @@ int run_allreduce(AllreduceArgs& a, int rank) {
           fmt::print(stderr, "\r[{} of {} bytes done]", row[0].bytes, o.max_bytes);
           if (row[0].bytes * 2 > o.max_bytes) fmt::print(stderr, "\n");
         }
-      });
+      },
+      &context);
   if (rank == 0 && !o.json_path.empty()) {
-    concord::bench::write_json(o.json_path, o, comm.size(), results);
+    concord::bench::write_json(o.json_path, o, comm.size(), results, context);
   }
   int status = 0;
   for (const auto& m : results) {

@@ -1,4 +1,4 @@
-// The blocking allreduce.
+// The allreduce: blocking for host buffers, stream-ordered for CUDA buffers.
 #pragma once
 
 #include <concord/communicator.hpp>
@@ -23,9 +23,10 @@ struct AllreduceOptions {
   // pointer-attribute cache (host memory in a build without CUDA). Set it to skip
   // the lookup.
   std::optional<Device> device = std::nullopt;
-  // CUDA buffers: the stream the call is ordered on. The allreduce starts after
-  // the work queued on it before the call, and returns once the result is on the
-  // device, so work queued on it afterwards sees the result.
+  // CUDA buffers: the stream the call is ordered on, as NCCL's calls are. The
+  // allreduce starts after the work queued on it before the call, and work queued
+  // on it afterwards sees the result; the call may return before the GPU has done
+  // it (docs/GPU.md, "Using it"), so synchronise the stream before the host reads.
   CudaStream stream = nullptr;
 };
 

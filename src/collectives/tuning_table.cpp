@@ -1,6 +1,7 @@
 #include "collectives/tuning_table.hpp"
 
 #include "core/config.hpp"
+#include "reduce/cuda_peer_kernels.hpp"  // kMaxPeerBlocks (declarations only)
 
 #include <concord/error.hpp>
 
@@ -34,6 +35,10 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
       {"hierarchical_spread_bytes", &out.hierarchical_spread_bytes},
       {"hierarchical_piece_bytes", &out.hierarchical_piece_bytes},
       {"cuda_direct_bytes", &out.cuda_direct_bytes},
+      {"cuda_peer_max_bytes", &out.cuda_peer_max_bytes},
+      {"cuda_peer_one_shot_bytes", &out.cuda_peer_one_shot_bytes},
+      {"cuda_peer_blocks", &out.cuda_peer_blocks},
+      {"cuda_unshared_staging_bytes", &out.cuda_unshared_staging_bytes},
       {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
   for (const auto& [key, value] : json.items()) {
     bool known = false;
@@ -47,6 +52,10 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
       known = true;
     }
     if (!known) bad_table(origin, fmt::format("unknown threshold \"{}\"", key));
+  }
+  if (out.cuda_peer_blocks < 1 || out.cuda_peer_blocks > cuda::kMaxPeerBlocks) {
+    bad_table(origin, fmt::format("thresholds.cuda_peer_blocks must be in 1..{}, got {}",
+                                  cuda::kMaxPeerBlocks, out.cuda_peer_blocks));
   }
   if (out.hierarchical_piece_bytes > kMaxHierarchicalPieceBytes) {
     bad_table(origin, fmt::format("thresholds.hierarchical_piece_bytes must be at most {}, got {}",

@@ -4,6 +4,7 @@
 #include <concord/types.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,8 +67,22 @@ struct SizeThresholds {
   // chooses the size for a cluster's links and ranks per node (docs/SCALING.md).
   // At most kMaxHierarchicalPieceBytes (core/config.hpp).
   std::size_t hierarchical_piece_bytes = std::size_t{1} << 20;
-  // The same for device messages over CUDA IPC.
+  // The same for device messages over the IPC rounds.
   std::size_t cuda_direct_bytes = 256 * 1024;
+  // The device-synchronised path (collectives/device_peer.hpp), where the node's
+  // ranks' kernels run at the same time: messages up to cuda_peer_max_bytes take it
+  // (larger ones the IPC rounds), one shot up to cuda_peer_one_shot_bytes and two shot
+  // above, each kernel with at most cuda_peer_blocks blocks (1 to kMaxPeerBlocks).
+  // Not yet measured on a GPU: every size takes the path (it never synchronises the
+  // stream), the one-shot limit is the IPC rounds' direct limit, and the blocks are
+  // half an H100's multiprocessors (scripts/device-check sweeps all three).
+  std::size_t cuda_peer_max_bytes = SIZE_MAX;
+  std::size_t cuda_peer_one_shot_bytes = 256 * 1024;
+  std::size_t cuda_peer_blocks = 64;
+  // Where ranks share a GPU whose kernels do not run at once (no MPS), device
+  // messages up to this size go through pinned host memory, larger ones the IPC
+  // rounds: the faster of the two on the H100 (docs/GPU.md, "Ranks sharing a GPU").
+  std::size_t cuda_unshared_staging_bytes = 2 << 20;
   // Device shards up to this size cross nodes over NCCL by recursive doubling,
   // larger ones by reduce-scatter + allgather.
   std::size_t nccl_recursive_doubling_bytes = 64 * 1024;

@@ -71,6 +71,42 @@ void parse_engine_settings(const EnvLookup& lookup, Config& config) {
 }
 
 // How Hierarchical crosses the network: from how many ranks of a node, in what pieces.
+// The device path's settings (docs/GPU.md, "Configuration").
+void parse_device_settings(const EnvLookup& lookup, Config& config) {
+  if (auto v = lookup("CONCORD_POINTER_CACHE_ENTRIES"); v && !v->empty()) {
+    config.pointer_cache_entries =
+        parse_unsigned("CONCORD_POINTER_CACHE_ENTRIES", *v, 0, 1ull << 24);
+  }
+  if (auto v = lookup("CONCORD_CUDA_IPC"); v && !v->empty()) {
+    config.cuda_ipc = parse_bool("CONCORD_CUDA_IPC", *v);
+  }
+  if (auto v = lookup("CONCORD_CUDA_IPC_REGION_BYTES"); v && !v->empty()) {
+    config.cuda_ipc_region_bytes =
+        parse_unsigned("CONCORD_CUDA_IPC_REGION_BYTES", *v, 4096, 1ull << 32);
+  }
+  if (auto v = lookup("CONCORD_CUDA_PEER"); v && !v->empty()) {
+    if (*v == "auto") {
+      config.cuda_peer = DevicePeerMode::Auto;
+    } else if (*v == "1" || *v == "on") {
+      config.cuda_peer = DevicePeerMode::On;
+    } else if (*v == "0" || *v == "off") {
+      config.cuda_peer = DevicePeerMode::Off;
+    } else {
+      bad_value("CONCORD_CUDA_PEER", *v, "auto, on (or 1) or off (or 0)");
+    }
+  }
+  if (auto v = lookup("CONCORD_CUDA_DIRECT_BYTES"); v && !v->empty()) {
+    config.cuda_direct_bytes = parse_unsigned("CONCORD_CUDA_DIRECT_BYTES", *v, 0, 1ull << 32);
+  }
+  if (auto v = lookup("CONCORD_CUDA_STAGING_BYTES"); v && !v->empty()) {
+    config.cuda_staging_bytes = parse_unsigned("CONCORD_CUDA_STAGING_BYTES", *v, 4096, 1ull << 32);
+  }
+  if (auto v = lookup("CONCORD_NCCL"); v && !v->empty()) {
+    config.nccl = parse_bool("CONCORD_NCCL", *v);
+  }
+  if (auto v = lookup("CONCORD_NCCL_LIBRARY")) config.nccl_library = *v;
+}
+
 void parse_hierarchical_settings(const EnvLookup& lookup, Config& config) {
   if (auto v = lookup("CONCORD_HIERARCHICAL_SPREAD_BYTES"); v && !v->empty()) {
     config.hierarchical_spread_bytes =
@@ -134,28 +170,8 @@ Config parse_config(const EnvLookup& lookup) {
   if (auto v = lookup("CONCORD_SHM_PHASE_TIMES"); v && !v->empty())
     config.shm_phase_times = parse_bool("CONCORD_SHM_PHASE_TIMES", *v);
   parse_engine_settings(lookup, config);
-  if (auto v = lookup("CONCORD_POINTER_CACHE_ENTRIES"); v && !v->empty()) {
-    config.pointer_cache_entries =
-        parse_unsigned("CONCORD_POINTER_CACHE_ENTRIES", *v, 0, 1ull << 24);
-  }
-  if (auto v = lookup("CONCORD_CUDA_IPC"); v && !v->empty()) {
-    config.cuda_ipc = parse_bool("CONCORD_CUDA_IPC", *v);
-  }
-  if (auto v = lookup("CONCORD_CUDA_IPC_REGION_BYTES"); v && !v->empty()) {
-    config.cuda_ipc_region_bytes =
-        parse_unsigned("CONCORD_CUDA_IPC_REGION_BYTES", *v, 4096, 1ull << 32);
-  }
   parse_hierarchical_settings(lookup, config);
-  if (auto v = lookup("CONCORD_CUDA_DIRECT_BYTES"); v && !v->empty()) {
-    config.cuda_direct_bytes = parse_unsigned("CONCORD_CUDA_DIRECT_BYTES", *v, 0, 1ull << 32);
-  }
-  if (auto v = lookup("CONCORD_CUDA_STAGING_BYTES"); v && !v->empty()) {
-    config.cuda_staging_bytes = parse_unsigned("CONCORD_CUDA_STAGING_BYTES", *v, 4096, 1ull << 32);
-  }
-  if (auto v = lookup("CONCORD_NCCL"); v && !v->empty()) {
-    config.nccl = parse_bool("CONCORD_NCCL", *v);
-  }
-  if (auto v = lookup("CONCORD_NCCL_LIBRARY")) config.nccl_library = *v;
+  parse_device_settings(lookup, config);
   return config;
 }
 

@@ -19,6 +19,14 @@ inline constexpr std::size_t kMaxRingSegmentBytes = std::size_t{1} << 30;
 // the piece arithmetic.
 inline constexpr std::size_t kMaxHierarchicalPieceBytes = std::size_t{1} << 40;
 
+// CONCORD_CUDA_PEER: whether device allreduces among the ranks of one node take the
+// device-synchronised path (kernels that meet in device memory).
+enum class DevicePeerMode {
+  Auto,  // where a probe at set-up finds the node's ranks' kernels running at once
+  On,    // wherever the node's ranks can take it, without the probe
+  Off,   // never: the IPC rounds, as before the path existed
+};
+
 struct Config {
   // CONCORD_ALLREDUCE_ALGORITHM: replaces Algorithm::Auto (not an explicit choice).
   std::optional<Algorithm> algorithm_override;
@@ -87,10 +95,12 @@ struct Config {
   // CONCORD_STALL_WARNING_S / CONCORD_STALL_TIMEOUT_S (0: never).
   double stall_warning_s = 60.0;
   double stall_timeout_s = 0.0;
-  // CONCORD_TRANSPORT_TIMEOUT_S: the longest a point-to-point wait over MPI may
-  // see no completion before the collective fails with ErrorCode::Timeout (0:
-  // never). A peer that died or whose link went down silently is otherwise
-  // waited on forever: MPI over TCP does not notice a dead link.
+  // CONCORD_TRANSPORT_TIMEOUT_S: the longest a wait for a peer may last before the
+  // collective fails with ErrorCode::Timeout (0: never): a point-to-point wait over
+  // MPI that sees no completion, or a device kernel's wait for a peer's flag. A peer
+  // that died or whose link went down silently is otherwise waited on forever: MPI
+  // over TCP does not notice a dead link, and a kernel cannot tell a dead peer from a
+  // slow one.
   double transport_timeout_s = 1800.0;
   // CONCORD_TIMELINE: Chrome-trace output of rank 0 (empty: none).
   std::string timeline_path;
@@ -101,12 +111,15 @@ struct Config {
   // CONCORD_CUDA_IPC=0: ranks sharing a node reduce device buffers through
   // pinned host memory instead of CUDA IPC.
   bool cuda_ipc = true;
-  // CONCORD_CUDA_IPC_REGION_BYTES: each of a rank's four IPC device regions, one
-  // round of the device node algorithm. 32 MiB: every round costs a stream
+  // CONCORD_CUDA_IPC_REGION_BYTES: each of a rank's IPC device regions: four for the
+  // IPC rounds (the data one round moves), two for the device-synchronised path (the
+  // largest piece one of its kernels takes). 32 MiB: every round costs a stream
   // synchronisation and a meeting on the host (measured on an H100, docs/GPU.md),
-  // so larger rounds carry large messages faster, at 128 MiB of device memory a rank
+  // so larger rounds carry large messages faster, at 192 MiB of device memory a rank
   // for each communicator that runs device collectives on a node.
   std::size_t cuda_ipc_region_bytes = 32ull << 20;
+  // CONCORD_CUDA_PEER: auto (default), on or off (DevicePeerMode).
+  DevicePeerMode cuda_peer = DevicePeerMode::Auto;
   // CONCORD_CUDA_DIRECT_BYTES: device messages up to this size take the
   // one-synchronisation IPC path (each rank reduces everything). Unset: the
   // tuning table's cuda_direct_bytes.

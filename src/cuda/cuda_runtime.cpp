@@ -31,6 +31,12 @@ int current_device() {
   return device;
 }
 
+bool is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
 DeviceGuard::DeviceGuard(int device) {
   check(cudaGetDevice(&previous_), "cudaGetDevice");
   if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");

@@ -21,6 +21,10 @@ int device_count(std::string* why = nullptr);
 // The device current on this thread (cudaGetDevice).
 int current_device();
 
+// Whether work queued on `stream` now is being captured into a CUDA graph (an
+// invalidated capture counts: what the caller queues would still go to it).
+bool is_capturing(cudaStream_t stream);
+
 // Makes `device` current for the scope, restoring the previous one.
 class DeviceGuard {
  public:

@@ -21,21 +21,18 @@
 namespace concord::detail {
 namespace {
 
+bool same_gpu(const cudaUUID_t& a, const cudaUUID_t& b) {
+  return std::memcmp(&a, &b, sizeof(cudaUUID_t)) == 0;
+}
+
 #if CONCORD_WITH_NCCL
 // Whether two ranks of `comm` use the same physical GPU (virtual nodes on one
-// machine, or more ranks than GPUs): compared by device UUID.
+// machine, or more ranks than GPUs).
 bool ranks_share_a_gpu(MPI_Comm comm, int device, int rank) {
-  cudaDeviceProp prop{};
-  cuda::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", rank);
-  int size = 1;
-  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size", rank);
-  std::vector<cudaUUID_t> all(static_cast<std::size_t>(size));
-  check_mpi(MPI_Allgather(&prop.uuid, sizeof(cudaUUID_t), MPI_BYTE, all.data(), sizeof(cudaUUID_t),
-                          MPI_BYTE, comm),
-            "MPI_Allgather", rank);
+  const std::vector<cudaUUID_t> all = gpu_uuids(comm, device, rank);
   for (std::size_t i = 0; i < all.size(); ++i) {
     for (std::size_t j = i + 1; j < all.size(); ++j) {
-      if (std::memcmp(&all[i], &all[j], sizeof(cudaUUID_t)) == 0) return true;
+      if (same_gpu(all[i], all[j])) return true;
     }
   }
   return false;
@@ -69,6 +66,27 @@ void make_nccl_cross(DeviceResources& res, const Topology& topo, int rank, std::
 #endif
 
 }  // namespace
+
+std::vector<cudaUUID_t> gpu_uuids(MPI_Comm comm, int device, int rank) {
+  cudaDeviceProp prop{};
+  cuda::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", rank);
+  int size = 1;
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size", rank);
+  std::vector<cudaUUID_t> all(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&prop.uuid, sizeof(cudaUUID_t), MPI_BYTE, all.data(), sizeof(cudaUUID_t),
+                          MPI_BYTE, comm),
+            "MPI_Allgather", rank);
+  return all;
+}
+
+int ranks_on_my_gpu(MPI_Comm comm, int device, int rank) {
+  const std::vector<cudaUUID_t> all = gpu_uuids(comm, device, rank);
+  int me = 0;
+  check_mpi(MPI_Comm_rank(comm, &me), "MPI_Comm_rank", rank);
+  int count = 0;
+  for (const cudaUUID_t& uuid : all) count += same_gpu(uuid, all[static_cast<std::size_t>(me)]);
+  return count;
+}
 
 NcclComm* nccl_cross(DeviceResources& res, const Topology& topo, int rank) {
 #if CONCORD_WITH_NCCL

@@ -5,11 +5,20 @@
 #include "cuda/cuda_runtime.hpp"
 #include "transport/cuda_ipc_arena.hpp"
 
+#include <mpi.h>
+
 #include <memory>
+#include <vector>
 
 namespace concord::detail {
 
 class NcclComm;
+struct DevicePeerPath;  // dispatch/device_peer_path.hpp
+
+// Which path a communicator's device allreduces take among the ranks of one node:
+// the one chosen by size and set-up (Auto), or one fixed for every call, for the
+// benchmarks and tests that compare the paths in one run (set on every rank alike).
+enum class DevicePathPreference { Auto, DeviceSynchronised, IpcRounds, HostStaging };
 
 struct DeviceResources {
   int device = -1;             // the CUDA device the communicator's collectives run on
@@ -23,12 +32,23 @@ struct DeviceResources {
   // inter-node step; made by its first use (nccl_cross). nccl_tried: whether that happened.
   std::shared_ptr<NcclComm> nccl_cross;
   bool nccl_tried = false;
+  // The device-synchronised path, set up by the first call that could take it
+  // (device_peer_path); null where it cannot run. peer_tried: set-up happened.
+  std::shared_ptr<DevicePeerPath> peer;
+  bool peer_tried = false;
+  DevicePathPreference preference = DevicePathPreference::Auto;
 };
 
 // The communicator's device resources. Collective over the communicator the first
 // time (every rank must call it in the same collective). Throws Error(InvalidArgument)
 // when called with another current device than the first time.
 DeviceResources& device_resources(const CommunicatorState& state);
+
+// Every rank's GPU (the one `device` is on this rank), as CUDA identifies a physical
+// GPU, in `comm`'s rank order; and how many ranks of `comm` use this rank's GPU.
+// Collective over `comm`.
+std::vector<cudaUUID_t> gpu_uuids(MPI_Comm comm, int device, int rank);
+int ranks_on_my_gpu(MPI_Comm comm, int device, int rank);
 
 // NCCL over the cross-node communicator, or null (no NCCL build, library or
 // agreement: then a warning said why, once). Collective over topology.cross the

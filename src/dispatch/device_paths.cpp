@@ -1,18 +1,23 @@
-// The device paths of dispatch_allreduce, chosen once per communicator and the
-// same on every rank:
+// The device paths of dispatch_allreduce, chosen by choose_device_path, the same on
+// every rank:
+//   - the ranks of one node whose kernels run at the same time (MPS, or a GPU each):
+//     the device-synchronised path (collectives/device_peer.hpp), which only enqueues;
 //   - ranks of a node share CUDA IPC regions (also several ranks on one GPU): the
 //     shared-memory algorithms run with the CUDA executor (copies and reduction
-//     kernels on the caller's stream), and across nodes each shard goes over NCCL
-//     (or, without NCCL, through pinned host memory over MPI);
+//     kernels on the caller's stream), meeting on the host ("the IPC rounds"), and
+//     across nodes each shard goes over NCCL (or, without NCCL, through pinned host
+//     memory over MPI);
 //   - one rank per node: the same, without the node step;
-//   - otherwise (IPC off or failed): Staged, pinned host memory in chunks around
-//     the host paths.
+//   - otherwise (IPC off or failed), and small messages where ranks share a GPU
+//     without running their kernels at once: Staged, pinned host memory in chunks
+//     around the host paths.
 #include "collectives/algorithms.hpp"
 #include "collectives/shared/message_view.hpp"
 #include "collectives/tuning_table.hpp"
 #include "core/config.hpp"
 #include "device/device_path.hpp"
 #include "device/device_resources.hpp"
+#include "dispatch/device_peer_path.hpp"
 #include "dispatch/paths.hpp"
 #include "reduce/cuda_executor.hpp"
 #include "reduce/host_executor.hpp"
@@ -20,6 +25,10 @@
 #if CONCORD_WITH_NCCL
 #include "transport/nccl_transport.hpp"
 #endif
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -82,14 +91,52 @@ void allreduce_staged(const Call& call, const Communicator& comm, DeviceResource
   }
 }
 
-Path choose_device_path(const Communicator& comm, const DeviceResources& res) {
-  const Topology& topo = comm.state().topology;
+// The one place a device call's path is chosen: from the topology, what set-up found
+// (IPC everywhere, the device-synchronised path and whether the ranks' kernels run at
+// once), the message size and the communicator's preference.
+Path choose_device_path(const Communicator& comm, DeviceResources& res, std::size_t bytes,
+                        CudaStream stream) {
+  const CommunicatorState& state = comm.state();
+  const Topology& topo = state.topology;
   if (comm.size() == 1) return Path::OneRank;
+  if (res.preference == DevicePathPreference::HostStaging) return Path::Staged;
   if (!res.ipc_everywhere && topo.max_local_size > 1) return Path::Staged;
-  return topo.num_nodes == 1 ? Path::SharedMemory : Path::Hierarchical;
+  if (topo.num_nodes != 1) return Path::Hierarchical;
+  if (res.preference == DevicePathPreference::IpcRounds) return Path::SharedMemory;
+  const DevicePeerPath* peer = device_peer_path(res, state, stream);  // collective the first time
+  if (res.preference == DevicePathPreference::DeviceSynchronised) {
+    if (peer == nullptr || !peer->concurrent) {
+      throw Error(ErrorCode::InvalidArgument, state.rank,
+                  "allreduce: the device-synchronised path was asked for, but it cannot run on "
+                  "this communicator (see the warnings above; CONCORD_CUDA_PEER=on skips the "
+                  "probe)");
+    }
+    return Path::DevicePeer;
+  }
+  const SizeThresholds& t = size_thresholds();
+  if (peer == nullptr) return Path::SharedMemory;
+  if (peer->concurrent)
+    return bytes <= t.cuda_peer_max_bytes ? Path::DevicePeer : Path::SharedMemory;
+  return bytes <= t.cuda_unshared_staging_bytes ? Path::Staged : Path::SharedMemory;
+}
+
+// A CUDA graph can capture what only enqueues work; set-up and the paths whose ranks
+// meet on the host synchronise the stream, which would invalidate the capture.
+void refuse_capture(const char* why, int rank) {
+  throw Error(
+      ErrorCode::InvalidArgument, rank,
+      fmt::format("allreduce: the stream is being captured into a CUDA graph, but {}", why));
 }
 
 }  // namespace
+
+void check_device_failure(const Communicator& comm) {
+  const CommunicatorState& state = comm.state();
+  const DeviceResources* res = state.device_resources.get();
+  if (res != nullptr && res->peer && res->peer->space.record != nullptr) {
+    check_peer_space(res->peer->space, state.rank);
+  }
+}
 
 void run_device_allreduce(const Call& call, const Communicator& comm, bool device_from_options) {
   const CommunicatorState& state = comm.state();
@@ -99,16 +146,33 @@ void run_device_allreduce(const Call& call, const Communicator& comm, bool devic
     check_on_current_gpu(call.recv, state.rank);
   }
   const Topology& topo = state.topology;
+  if (!state.device_resources && cuda::is_capturing(call.stream)) {
+    refuse_capture(
+        "the first device allreduce on a communicator sets it up (allocates device "
+        "memory and synchronises): make one before capturing",
+        state.rank);
+  }
   DeviceResources& res = device_resources(state);  // collective the first time
   CudaExecutor exec(call.dtype, call.op, call.stream, res.scratch);
   const std::size_t esize = size_of(call.dtype);
   const ReduceContext ctx{esize, call.dtype, &exec};
+  const Path path = choose_device_path(comm, res, call.count * esize, call.stream);
+  if (path != Path::OneRank && path != Path::DevicePeer && cuda::is_capturing(call.stream)) {
+    refuse_capture(
+        "this call takes a path whose ranks meet on the host and synchronise the "
+        "stream; only the device-synchronised path can be captured (docs/GPU.md)",
+        state.rank);
+  }
 
-  switch (choose_device_path(comm, res)) {
+  switch (path) {
     case Path::OneRank:
       exec.copy(call.recv, call.send, call.count * esize);
-      exec.fence();
       return;  // the average over one rank is the input itself
+    case Path::DevicePeer:
+      allreduce_device_peer(res.peer->space, size_thresholds().cuda_peer_one_shot_bytes, call.send,
+                            call.recv, call.count, call.dtype, call.op, call.stream);
+      if (call.op == ReduceOp::Avg) exec.scale(call.recv, call.count, 1.0 / comm.size());
+      return;  // queued on the stream: nothing here waits for the GPU
     case Path::Staged:
       allreduce_staged(call, comm, res, exec);
       return;

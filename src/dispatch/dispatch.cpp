@@ -169,7 +169,8 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
       break;
     }
     case Path::Flat:
-    case Path::Staged: {
+    case Path::Staged:
+    case Path::DevicePeer: {  // (the last two are device paths: never chosen here)
       if (call.send != call.recv) std::memcpy(call.recv, call.send, bytes);
       const Algorithm flat = call.algorithm == Algorithm::Hierarchical
                                  ? choose_flat_algorithm(bytes, comm.size())
@@ -186,6 +187,7 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
                         DataType dtype, ReduceOp op, const Communicator& comm,
                         const AllreduceOptions& options) {
   ensure_not_finalized("concord::allreduce");
+  check_device_failure(comm);
   const Config& cfg = config();
   const int rank = comm.rank();
 

@@ -17,9 +17,10 @@
 
 namespace concord::detail {
 
-// Where one allreduce goes. Device buffers take SharedMemory or Hierarchical over
-// the node's CUDA IPC arena, or Staged through pinned host memory.
-enum class Path { OneRank, SharedMemory, Hierarchical, Flat, Staged };
+// Where one allreduce goes. Device buffers take DevicePeer (the device-synchronised
+// path), SharedMemory or Hierarchical over the node's CUDA IPC arena, or Staged
+// through pinned host memory.
+enum class Path { OneRank, SharedMemory, Hierarchical, Flat, Staged, DevicePeer };
 
 // The blocking allreduce (concord::allreduce's contract): validates the arguments
 // (errors labelled `what`), classifies the buffers, checks agreement across ranks
@@ -27,6 +28,12 @@ enum class Path { OneRank, SharedMemory, Hierarchical, Flat, Staged };
 void dispatch_allreduce(const char* what, const void* send, void* recv, std::size_t count,
                         DataType dtype, ReduceOp op, const Communicator& comm,
                         const AllreduceOptions& options);
+
+// Throws the error an earlier device allreduce on `comm` left (Error(Timeout): its
+// kernels recorded peers that never arrived, and the communicator has failed);
+// nothing otherwise. Every dispatch_allreduce checks it first; the engine also once a
+// device bucket's work has finished on the GPU.
+void check_device_failure(const Communicator& comm);
 
 // The engine's fused buckets reduced where their tensors lie. Whether
 // allreduce_tensors_in_place() can run on `comm` with `algorithm`: the same answer on

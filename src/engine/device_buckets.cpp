@@ -41,6 +41,18 @@ void DeviceBucketStateDeleter::operator()(DeviceBucketState* state) const {
   delete state;
 }
 
+namespace {
+
+// The bucket's work is queued; its handles complete, and the fusion buffer is
+// reused, only once the GPU has done it all. A device-synchronised call whose
+// kernels timed out fails the bucket here (and the communicator for good).
+void finish(const DeviceBucketState& state, const Communicator& comm) {
+  state.stream.synchronize();
+  check_device_failure(comm);
+}
+
+}  // namespace
+
 std::shared_ptr<cuda::Event> record_ready_event(const void* tensor, CudaStream stream) {
   // The event belongs to the stream's device, which holds the tensor.
   cuda::DeviceGuard on(device_of(tensor));
@@ -75,7 +87,7 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
     if (factor != 1.0) {
       cuda::scale(first.tensor.data, first.tensor.count, bucket.dtype, factor, stream);
     }
-    state->stream.synchronize();
+    finish(*state, comm);
     return;
   }
 
@@ -98,7 +110,7 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
     offset += w->tensor.count * esize;
   }
   cuda::batched_copy(items, bucket.dtype, stream);
-  state->stream.synchronize();
+  finish(*state, comm);
 }
 
 void copy_device_to_host(void* host, const void* device, std::size_t bytes,

@@ -15,62 +15,101 @@ namespace concord::detail::cuda {
 // Ranks of a node one call takes, and the most blocks its kernel runs (every rank's
 // kernel runs the same number: block b of each rank meets block b of the others).
 inline constexpr int kMaxPeerRanks = 8;
-inline constexpr int kMaxPeerBlocks = 64;
+inline constexpr int kMaxPeerBlocks = 128;
+inline constexpr int kPeerThreadsPerBlock = 256;  // every kernel here
 
 // One rank's flags, in device memory that every rank of the node maps, zero-filled
 // before the first call. arrived[b][r]: the last call whose block b rank r has
-// started (rank r's input is complete by then); reduced[b][r] (two shot): the last
+// started (rank r's input is in place by then); reduced[b][r] (two shot): the last
 // call whose block b rank r has reduced its part of rank r's shard; left[b][r]: the
 // last call whose block b rank r has finished reading its peers' buffers. Written by
-// the ranks' kernels only,
-// with sequence numbers that only grow, and waited for with "at least": a flag that a
-// fast rank has already moved on to its next call still satisfies a slow peer.
+// the ranks' kernels only, with sequence numbers that only grow, and waited for with
+// "at least": a flag that a fast rank has already moved on to its next call still
+// satisfies a slow peer.
+//
+// calls[b] (read and written by this rank's own kernels only): how many calls block b
+// of this rank has finished; a call's sequence number is calls[b] + 1. The count
+// lives on the device, not in the kernel's arguments, so that a CUDA graph that
+// captured a call numbers every replay afresh; every rank runs the same calls with
+// the same grids (the grid follows from the element count), so the ranks' counts
+// of block b stay equal.
 struct PeerFlags {
   std::uint32_t arrived[kMaxPeerBlocks][kMaxPeerRanks];
   std::uint32_t reduced[kMaxPeerBlocks][kMaxPeerRanks];
   std::uint32_t left[kMaxPeerBlocks][kMaxPeerRanks];
+  std::uint32_t calls[kMaxPeerBlocks];
 };
 
 // Where a rank's kernel records a wait that ran out of time, in memory the host
 // reads afterwards (mapped pinned memory, or device memory copied back). All zero:
 // no wait timed out. Once set it stays: the communicator has failed.
 struct PeerTimeout {
-  std::uint32_t sequence;       // the first call in which a wait timed out
+  std::uint32_t call;           // PeerAllreduce::call of the first call that timed out
   std::uint32_t missing_ranks;  // bit r: rank r had not arrived
 };
 
-// One rank's part of a call. Every rank passes the same ranks, sequence, count, dtype
-// and op, and its own rank; flags[r], inputs[r] and outputs[r] are rank r's, as mapped
-// in this process ([rank]: its own). One shot needs only outputs[rank].
+// One rank's part of a call. Every rank passes the same ranks, count, dtype, op and
+// max_blocks, and its own rank; flags[r], inputs[r] and outputs[r] are rank r's (IPC
+// memory), as mapped in this process ([rank]: its own).
+//
+// The kernel first copies `source` (this rank's data, anywhere on its GPU; may be
+// `result` itself) into inputs[rank], block by block, and meets its peers only then:
+// so one launch does the whole call. Null `source`: inputs[rank] holds the data.
+// `result` (null: outputs[rank]) receives this rank's result. Neither may overlap an
+// IPC buffer that peers read (inputs[rank]; two shot: outputs[rank]) unless it is
+// that buffer.
 struct PeerAllreduce {
   int rank = 0;
   int ranks = 0;
-  std::uint32_t sequence = 0;  // 1, 2, ... call by call on a communicator; never 0
+  std::uint32_t call = 0;  // the caller's number for this call (1, 2, ...), for PeerTimeout
   PeerFlags* flags[kMaxPeerRanks] = {};
-  const void* inputs[kMaxPeerRanks] = {};
-  void* outputs[kMaxPeerRanks] = {};  // outputs[rank] overlaps no input: peers read them
+  void* inputs[kMaxPeerRanks] = {};
+  void* outputs[kMaxPeerRanks] = {};  // two shot: every rank's; one shot: unused
+  const void* source = nullptr;
+  void* result = nullptr;
   std::size_t count = 0;
   DataType dtype = DataType::Float32;
-  ReduceOp op = ReduceOp::Sum;   // Avg reduces as Sum: the caller scales
+  ReduceOp op = ReduceOp::Sum;  // Avg reduces as Sum: the caller scales
+  int max_blocks = kMaxPeerBlocks;
   std::uint64_t timeout_ns = 0;  // each wait's bound, on the GPU's clock
   PeerTimeout* timeout = nullptr;
 };
 
 // One shot: every rank's kernel reads every rank's input over IPC and reduces them
 // in rank order, so every rank gets the same bits (those of the host table, as
-// reduce_many). Block b first meets block b of every rank (`arrived`), reduces its
-// share of the elements, and meets them again (`left`) before it ends: when the
-// kernel has finished on a rank, every rank has finished reading that rank's input,
-// which the caller may then change. A wait that runs out of time is recorded in
-// `timeout` and ends the kernel; the output is then unspecified. Throws
+// reduce_many). Block b owns one contiguous chunk of the elements: it copies that
+// chunk of `source` in, meets block b of every rank (`arrived`), reduces the chunk
+// from every input into `result`, and meets them again (`left`) before it ends: when
+// the kernel has finished on a rank, every rank has finished reading that rank's
+// input, which its next call may overwrite. A wait that runs out of time is recorded
+// in `timeout` and ends the kernel; the output is then unspecified. Throws
 // Error(InvalidArgument) for a call that breaks the rules above.
 void one_shot_allreduce(const PeerAllreduce& call, CudaStream stream);
 
-// Two shot, for larger messages: each rank reads only its shard (about count / ranks
-// elements) of every rank's input and reduces it into its own output, then copies
-// every other rank's shard from that rank's output into its own: each rank reads
-// about 2 * count elements over IPC instead of ranks * count. Three meetings per
-// block (arrived, reduced, left); otherwise as one_shot_allreduce, with the same bits.
+// Two shot, for larger messages: each rank reduces only its shard (about
+// count / ranks elements) from every rank's input, into outputs[rank] (and `result`),
+// then copies every other rank's shard from that rank's output: each rank reads about
+// 2 * count elements over IPC instead of ranks * count. Three meetings per block
+// (arrived, reduced, left); otherwise as one_shot_allreduce, with the same bits.
 void two_shot_allreduce(const PeerAllreduce& call, CudaStream stream);
+
+// Whether the ranks' kernels run at the same time (MPS, or one GPU each), which the
+// calls above need to be fast: ranks sharing a GPU without MPS take turns on it, and
+// every meeting then waits for the GPU to switch between them. One block meets block
+// 0 of every rank `rounds` times (counted in calls[0], as calls), and the kernel
+// writes the time it took, or that a wait ran out, to `result` (host-readable).
+struct PeerProbeResult {
+  std::uint64_t elapsed_ns;  // from the first meeting's start to the last one's end
+  PeerTimeout timeout;       // call 1 when a wait ran out of `timeout_ns`, with the missing ranks
+};
+struct PeerProbe {
+  int rank = 0;
+  int ranks = 0;
+  PeerFlags* flags[kMaxPeerRanks] = {};
+  int rounds = 0;
+  std::uint64_t timeout_ns = 0;
+  PeerProbeResult* result = nullptr;
+};
+void peer_probe(const PeerProbe& probe, CudaStream stream);
 
 }  // namespace concord::detail::cuda

@@ -28,20 +28,28 @@ void set_why(Exported& e, const std::string& text) {
 
 }  // namespace
 
-std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, std::size_t region_bytes,
+std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, const Shape& shape,
                                                    int world_rank, std::string* why) {
   std::unique_ptr<CudaIpcArena> arena(new CudaIpcArena());
   // The counters first: a ShmArena throws on every rank of `local` alike.
   arena->counters_ = ShmArena::create(local, 64, 0, world_rank);  // counters only: no heap
   const int me = arena->counters_->rank();
   const int ranks = arena->counters_->size();
-  arena->region_bytes_ = region_bytes;
+  arena->region_bytes_ = shape.region_bytes;
+  arena->header_bytes_ = (shape.header_bytes + 255) / 256 * 256;
 
   Exported mine;
   try {
     arena->device_ = cuda::current_device();
     mine.device = arena->device_;
-    arena->own_.reserve(kRegions * region_bytes);
+    arena->own_.reserve(arena->header_bytes_ +
+                        static_cast<std::size_t>(shape.regions) * shape.region_bytes);
+    if (arena->header_bytes_ > 0) {
+      // Zero before any peer can write into it: every rank does this before the
+      // exchange below, which no rank leaves before all have entered it.
+      cuda::check(cudaMemset(arena->own_.get(), 0, arena->header_bytes_), "cudaMemset", world_rank);
+      cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", world_rank);
+    }
     cuda::check(cudaIpcGetMemHandle(&mine.handle, arena->own_.get()), "cudaIpcGetMemHandle",
                 world_rank);
     mine.ok = 1;

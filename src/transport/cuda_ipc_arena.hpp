@@ -1,9 +1,9 @@
-// A SharedArena whose regions are device memory: each rank's regions live in one
-// cudaMalloc'd block on its GPU, which the other ranks of the node map through
-// CUDA IPC. Ranks may share a GPU (IPC within one device works across processes)
-// or use different GPUs that can access each other (peer access). The progress
-// counters are host shared memory (a ShmArena), so waiting costs no CUDA call;
-// writers fence their stream before publishing (the CUDA executor does).
+// A SharedArena whose regions are device memory: each rank's regions (and an
+// optional header before them) live in one cudaMalloc'd block on its GPU, which
+// the other ranks of the node map through CUDA IPC. Ranks may share a GPU (IPC within one device
+// works across processes) or use different GPUs that can access each other (peer access). The
+// progress counters are host shared memory (a ShmArena), so waiting costs no CUDA call; writers
+// fence their stream before publishing (the CUDA executor does).
 #pragma once
 
 #include "cuda/cuda_runtime.hpp"
@@ -21,12 +21,23 @@ namespace concord::detail {
 
 class CudaIpcArena final : public SharedArena {
  public:
+  // The memory each rank maps: a header of `header_bytes` (0: none), then `regions`
+  // regions of `region_bytes`.
+  struct Shape {
+    std::size_t region_bytes = 0;
+    int regions = kRegions;
+    std::size_t header_bytes = 0;
+  };
   // Collective over `local` (the ranks of one node), on each rank's current
   // device. Returns null on every rank of `local` when any of them cannot take
   // part (IPC unsupported, no peer access between two GPUs, out of memory), with
-  // the first reason in `why`.
+  // the first reason in `why`. Every rank's header is zero when any rank returns.
+  static std::unique_ptr<CudaIpcArena> create(MPI_Comm local, const Shape& shape, int world_rank,
+                                              std::string* why);
   static std::unique_ptr<CudaIpcArena> create(MPI_Comm local, std::size_t region_bytes,
-                                              int world_rank, std::string* why);
+                                              int world_rank, std::string* why) {
+    return create(local, Shape{region_bytes, kRegions, 0}, world_rank, why);
+  }
   ~CudaIpcArena() override;
   CudaIpcArena(const CudaIpcArena&) = delete;
   CudaIpcArena& operator=(const CudaIpcArena&) = delete;
@@ -34,10 +45,13 @@ class CudaIpcArena final : public SharedArena {
   int rank() const override { return counters_->rank(); }
   int size() const override { return counters_->size(); }
   std::byte* region(int owner, int index) const override {
-    return bases_[static_cast<std::size_t>(owner)] +
+    return bases_[static_cast<std::size_t>(owner)] + header_bytes_ +
            static_cast<std::size_t>(index) * region_bytes_;
   }
   std::size_t region_bytes() const override { return region_bytes_; }
+  std::byte* header(int owner) const override {
+    return header_bytes_ == 0 ? nullptr : bases_[static_cast<std::size_t>(owner)];
+  }
   void publish(std::uint64_t value) override { counters_->publish(value); }
   std::uint64_t published() const override { return counters_->published(); }
   void wait_for(int peer, std::uint64_t value) const override { counters_->wait_for(peer, value); }
@@ -52,6 +66,7 @@ class CudaIpcArena final : public SharedArena {
   std::vector<std::byte*> bases_;   // every rank's regions, own_ at this rank's place
   std::vector<std::byte*> opened_;  // peers' mappings, closed by the destructor
   std::size_t region_bytes_ = 0;
+  std::size_t header_bytes_ = 0;  // rounded up to cudaMalloc's 256-byte alignment
   int device_ = 0;
 };
 

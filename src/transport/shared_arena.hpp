@@ -35,6 +35,12 @@ class SharedArena {
   // value the peer has since waited for. Null where an arena has none.
   virtual std::byte* board(int /*owner*/) const { return nullptr; }
 
+  // `owner`'s header: a block beside its regions, zero-filled on every rank before
+  // the arena is handed out, for state that the owner's peers write into it (the
+  // device-synchronised allreduce's flags: collectives/device_peer.hpp). Null where
+  // an arena was made without one.
+  virtual std::byte* header(int /*owner*/) const { return nullptr; }
+
   // This rank's progress counter. publish() makes every write this rank did
   // before it visible to a peer whose wait_for() sees the value (release/acquire).
   // Values never decrease.

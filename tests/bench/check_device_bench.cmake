@@ -1,9 +1,14 @@
 # Runs a GPU benchmark (`concord-bench allreduce --device cuda`, `kernels`). Without
 # a GPU it must fail cleanly saying so (the test then reports SKIPPED); with one it
-# must succeed, print EXPECT (default "Device: GPU") and no failed check.
-#   cmake -DCOMMAND="prog arg..." [-DEXPECT=regex] -P check_device_bench.cmake
+# must succeed, print EXPECT (default "Device: GPU") and no failed check. With JSON,
+# every record of that file must have each of JSON_KEYS (a list), none of them null.
+#   cmake -DCOMMAND="prog arg..." [-DEXPECT=regex] [-DJSON=F -DJSON_KEYS="k1;k2"]
+#         -P check_device_bench.cmake
 cmake_minimum_required(VERSION 3.25)
 separate_arguments(command UNIX_COMMAND "${COMMAND}")
+if(DEFINED JSON)
+  file(REMOVE "${JSON}")  # a record from an earlier run proves nothing
+endif()
 execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                 TIMEOUT 110)
 set(all "${out}${err}")
@@ -24,3 +29,19 @@ if(NOT rc EQUAL 0 OR NOT all MATCHES "${EXPECT}" OR all MATCHES "FAIL")
   message(FATAL_ERROR "'${COMMAND}' exited ${rc}:\n${all}")
 endif()
 message(STATUS "${all}")
+if(DEFINED JSON)
+  file(READ "${JSON}" text)
+  string(JSON n LENGTH "${text}")
+  if(n EQUAL 0)
+    message(FATAL_ERROR "${JSON}: no records")
+  endif()
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    foreach(key IN LISTS JSON_KEYS)
+      string(JSON value ERROR_VARIABLE json_error GET "${text}" ${i} ${key})
+      if(json_error OR value STREQUAL "" OR value STREQUAL "null")
+        message(FATAL_ERROR "${JSON} record ${i}: no '${key}' (${json_error})")
+      endif()
+    endforeach()
+  endforeach()
+endif()

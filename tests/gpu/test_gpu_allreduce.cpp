@@ -71,6 +71,10 @@ TEST_CASE("device allreduce matches a serial reference for every dtype, op and c
             if (on_stream) options.stream = stream.get();
             void* out = in_place ? send.get() : recv.get();
             allreduce(send.get(), out, count, dtype, op, comm, options);
+            // The call may return before the GPU has done it (as NCCL's): the result is
+            // there for work ordered after it on its stream. to_host reads on the legacy
+            // stream, which a non-blocking stream does not order.
+            if (on_stream) stream.synchronize();
             const std::vector<std::byte> got = to_host(out, count * esize);
             if (!in_place) CHECK(to_host(send.get(), count * esize) == ref.input);
             CHECK(ref.mismatch(got) == "");

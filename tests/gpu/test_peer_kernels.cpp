@@ -1,9 +1,11 @@
 // The device-synchronised allreduce kernels (reduce/cuda_peer_kernels.hpp), one shot
-// and two shot, at 2 and 3 ranks, on one GPU or two: each rank's input, output, flags
-// and timeout record in its own device memory, exchanged through CUDA IPC. The
+// and two shot, and the concurrency probe, at 2 and 3 ranks, on one GPU or two: each
+// rank's flags, input and output in a CUDA IPC arena (transport/cuda_ipc_arena.hpp,
+// as the device path has them), its data in ordinary device memory. The
 // expected values are computed here from the inputs' formula: small integers, exact
 // in every dtype, folded in rank order; 16-bit floats are encoded and decoded here.
 #include "reduce/cuda_peer_kernels.hpp"
+#include "transport/cuda_ipc_arena.hpp"
 
 #include <concord/error.hpp>
 #include <concord/types.hpp>
@@ -17,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,9 @@ using concord::DataType;
 using concord::ReduceOp;
 
 constexpr std::uint64_t kPatientNs = 120'000'000'000;  // no correct call waits this long
+// Blocks per kernel: several, as the path runs them on the emulated GPU (its 2 SMs'
+// resident blocks shared by the ranks on it), so meetings pair many blocks.
+constexpr int kBlocks = 8;
 
 void ok(cudaError_t rc) {
   REQUIRE(rc == cudaSuccess);
@@ -42,44 +48,6 @@ int world_size() {
   MPI_Comm_size(MPI_COMM_WORLD, &s);
   return s;
 }
-
-// Device memory of this rank, and every rank's as mapped here through CUDA IPC.
-class Shared {
- public:
-  explicit Shared(std::size_t bytes) : bytes_(bytes) {
-    ok(cudaMalloc(&mine_, bytes));
-    ok(cudaMemset(mine_, 0, bytes));
-    ok(cudaDeviceSynchronize());
-    cudaIpcMemHandle_t handle{};
-    ok(cudaIpcGetMemHandle(&handle, mine_));
-    std::vector<cudaIpcMemHandle_t> all(world_size());
-    MPI_Allgather(&handle, sizeof handle, MPI_BYTE, all.data(), sizeof handle, MPI_BYTE,
-                  MPI_COMM_WORLD);
-    for (int r = 0; r < world_size(); ++r) {
-      void* p = mine_;
-      if (r != world_rank()) ok(cudaIpcOpenMemHandle(&p, all[r], cudaIpcMemLazyEnablePeerAccess));
-      mapped_.push_back(p);
-    }
-  }
-  ~Shared() {
-    MPI_Barrier(MPI_COMM_WORLD);  // no peer still reads this rank's memory
-    for (int r = 0; r < static_cast<int>(mapped_.size()); ++r) {
-      if (r != world_rank()) cudaIpcCloseMemHandle(mapped_[r]);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    cudaFree(mine_);
-  }
-  Shared(const Shared&) = delete;
-  Shared& operator=(const Shared&) = delete;
-  void* mine() const { return mine_; }
-  void* of(int rank) const { return mapped_[rank]; }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  void* mine_ = nullptr;
-  std::size_t bytes_;
-  std::vector<void*> mapped_;
-};
 
 // Small non-negative integers as each dtype's bits, and back.
 std::uint16_t half_bits(unsigned n) {  // exact for n < 2048
@@ -167,67 +135,95 @@ double expected(ReduceOp op, std::size_t i, int call, int ranks) {
   return acc;
 }
 
+// Where a call's data starts and its result goes: in the IPC buffers themselves, in
+// device memory of the rank's own (copied in by the kernel), or there in place.
+enum class Placement { InIpc, Separate, InPlace };
+const char* name_of(Placement p) {
+  return p == Placement::InIpc ? "in IPC" : p == Placement::Separate ? "separate" : "in place";
+}
+
 // One rank's buffers for calls of up to `count` elements of 8 bytes, at `offset` bytes
-// into each (unaligned offsets take the kernel's element-by-element head and tail).
+// into each (unaligned offsets take the kernel's element-by-element head and tail):
+// the IPC arena's header (the flags, zero on every rank before any call), regions 0
+// (inputs) and 1 (outputs), and two buffers of its own.
 struct Call {
-  Call(std::size_t count, std::size_t at)
-      : inputs(at + count * 8), outputs(at + count * 8), flags(sizeof(cu::PeerFlags)), offset(at) {
-    ok(cudaMalloc(&timeout, sizeof(cu::PeerTimeout)));
-    ok(cudaMemset(timeout, 0, sizeof(cu::PeerTimeout)));
-    ok(cudaDeviceSynchronize());
+  Call(std::size_t count, std::size_t at) : offset(at), bytes(at + count * 8) {
+    std::string why;
+    arena = concord::detail::CudaIpcArena::create(
+        MPI_COMM_WORLD,
+        {.region_bytes = bytes, .regions = 2, .header_bytes = sizeof(cu::PeerFlags)}, world_rank(),
+        &why);
+    REQUIRE(arena != nullptr);
+    ok(cudaMalloc(&user_in, bytes));
+    ok(cudaMalloc(&user_out, bytes));
+    ok(cudaMallocHost(reinterpret_cast<void**>(&timeout), sizeof(cu::PeerTimeout)));
+    *timeout = {};
   }
-  ~Call() { cudaFree(timeout); }
+  ~Call() {
+    cudaFree(user_in);
+    cudaFree(user_out);
+    cudaFreeHost(timeout);
+  }
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
-  cu::PeerAllreduce describe(std::size_t count, DataType d, ReduceOp op, std::uint32_t seq) {
+  std::byte* ipc(int rank, int region) const { return arena->region(rank, region) + offset; }
+  std::byte* data_in(Placement p) const {
+    return p == Placement::InIpc ? ipc(world_rank(), 0) : static_cast<std::byte*>(user_in) + offset;
+  }
+  std::byte* result(Placement p) const {
+    return p == Placement::InIpc     ? ipc(world_rank(), 1)
+           : p == Placement::InPlace ? static_cast<std::byte*>(user_in) + offset
+                                     : static_cast<std::byte*>(user_out) + offset;
+  }
+
+  cu::PeerAllreduce describe(std::size_t count, DataType d, ReduceOp op, std::uint32_t number,
+                             Placement p = Placement::Separate) {
     cu::PeerAllreduce c;
     c.rank = world_rank();
     c.ranks = world_size();
-    c.sequence = seq;
+    c.call = number;
     for (int r = 0; r < c.ranks; ++r) {
-      c.flags[r] = static_cast<cu::PeerFlags*>(flags.of(r));
-      c.inputs[r] = static_cast<std::byte*>(inputs.of(r)) + offset;
-      c.outputs[r] = static_cast<std::byte*>(outputs.of(r)) + offset;
+      c.flags[r] = reinterpret_cast<cu::PeerFlags*>(arena->header(r));
+      c.inputs[r] = ipc(r, 0);
+      c.outputs[r] = ipc(r, 1);
     }
+    c.source = p == Placement::InIpc ? nullptr : data_in(p);
+    c.result = result(p);
     c.count = count;
     c.dtype = d;
     c.op = op;
+    c.max_blocks = kBlocks;
     c.timeout_ns = kPatientNs;
-    c.timeout = static_cast<cu::PeerTimeout*>(timeout);
+    c.timeout = timeout;
     return c;
   }
-  void upload(std::size_t count, DataType d, int call) {
+  void upload(std::size_t count, DataType d, int k, Placement p = Placement::Separate) {
     std::vector<std::byte> host(count * concord::size_of(d));
     for (std::size_t i = 0; i < count; ++i) {
-      put(d, host.data() + i * concord::size_of(d), value(world_rank(), i, call));
+      put(d, host.data() + i * concord::size_of(d), value(world_rank(), i, k));
     }
-    ok(cudaMemcpy(static_cast<std::byte*>(inputs.mine()) + offset, host.data(), host.size(),
-                  cudaMemcpyHostToDevice));
+    ok(cudaMemcpy(data_in(p), host.data(), host.size(), cudaMemcpyHostToDevice));
     ok(cudaDeviceSynchronize());
   }
-  // Elements of the output that differ from the expected values.
-  std::size_t wrong(std::size_t count, DataType d, ReduceOp op, int call) {
+  // Elements of the result that differ from the expected values.
+  std::size_t wrong(std::size_t count, DataType d, ReduceOp op, int k,
+                    Placement p = Placement::Separate) {
     std::vector<std::byte> host(count * concord::size_of(d));
-    ok(cudaMemcpy(host.data(), static_cast<std::byte*>(outputs.mine()) + offset, host.size(),
-                  cudaMemcpyDeviceToHost));
+    ok(cudaMemcpy(host.data(), result(p), host.size(), cudaMemcpyDeviceToHost));
     std::size_t bad = 0;
     for (std::size_t i = 0; i < count; ++i) {
-      bad += get(d, host.data() + i * concord::size_of(d)) != expected(op, i, call, world_size());
+      bad += get(d, host.data() + i * concord::size_of(d)) != expected(op, i, k, world_size());
     }
     return bad;
   }
-  cu::PeerTimeout recorded() {
-    cu::PeerTimeout t{};
-    ok(cudaMemcpy(&t, timeout, sizeof t, cudaMemcpyDeviceToHost));
-    return t;
-  }
 
-  Shared inputs;
-  Shared outputs;
-  Shared flags;
-  void* timeout = nullptr;
+  std::unique_ptr<concord::detail::CudaIpcArena> arena;
+  void* user_in = nullptr;
+  void* user_out = nullptr;
+  cu::PeerTimeout* timeout = nullptr;  // pinned: the kernel writes it, the host reads it
   std::size_t offset;
+  std::size_t bytes;
 };
 
 struct StreamHandle {
@@ -246,50 +242,96 @@ struct Kernel {
 const Kernel kKernels[] = {{"one shot", cu::one_shot_allreduce},
                            {"two shot", cu::two_shot_allreduce}};
 
-TEST_CASE("peer allreduce: every dtype, op and size, aligned or not", "[gpu][peer]") {
+TEST_CASE("peer allreduce: every dtype, op and size, aligned or not, wherever the data lies",
+          "[gpu][peer]") {
   StreamHandle stream;
   constexpr std::size_t kMost = 70'001;  // several blocks of packs, and a tail
   for (const Kernel& kernel : kKernels) {
     for (std::size_t offset : {std::size_t{0}, std::size_t{4}}) {
       Call call(kMost, offset);
-      std::uint32_t sequence = 0;
+      std::uint32_t number = 0;
       for (DataType d : {DataType::Int8, DataType::Int32, DataType::Float16, DataType::BFloat16,
                          DataType::Float32, DataType::Float64}) {
         if (offset % concord::size_of(d) != 0) continue;
         for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max}) {
           for (std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4096}, kMost}) {
-            INFO(kernel.name << ": " << concord::to_string(d) << " " << concord::to_string(op)
-                             << " count " << count << " offset " << offset);
-            const int k = static_cast<int>(++sequence);
-            call.upload(count, d, k);
-            kernel.run(call.describe(count, d, op, sequence), stream.s);
-            ok(cudaStreamSynchronize(stream.s));
-            CHECK(call.wrong(count, d, op, k) == 0);
+            for (Placement p : {Placement::InIpc, Placement::Separate, Placement::InPlace}) {
+              INFO(kernel.name << ": " << concord::to_string(d) << " " << concord::to_string(op)
+                               << " count " << count << " offset " << offset << " " << name_of(p));
+              const int k = static_cast<int>(++number);
+              call.upload(count, d, k, p);
+              kernel.run(call.describe(count, d, op, number, p), stream.s);
+              ok(cudaStreamSynchronize(stream.s));
+              CHECK(call.wrong(count, d, op, k, p) == 0);
+            }
           }
         }
       }
-      CHECK(call.recorded().sequence == 0);
+      CHECK(call.timeout->call == 0);
     }
   }
 }
 
-TEST_CASE("peer allreduce: calls back to back while ranks run at different paces", "[gpu][peer]") {
+TEST_CASE(
+    "peer allreduce: calls back to back, both kernels and grids mixed, ranks at different "
+    "paces",
+    "[gpu][peer]") {
   StreamHandle stream;
-  constexpr std::size_t count = 5000;
-  for (const Kernel& kernel : kKernels) {
-    Call call(count, 0);
-    for (int k = 1; k <= 30; ++k) {
-      INFO(kernel.name << ": call " << k);
-      // Ranks fall behind in turn: the others finish a call and start the next one
-      // (publish its flags) while the late rank still works on this one.
-      if (k % world_size() == world_rank()) usleep(2000);
-      call.upload(count, DataType::Float32, k);
-      kernel.run(call.describe(count, DataType::Float32, ReduceOp::Sum, k), stream.s);
-      ok(cudaStreamSynchronize(stream.s));
-      REQUIRE(call.wrong(count, DataType::Float32, ReduceOp::Sum, k) == 0);
-    }
-    CHECK(call.recorded().sequence == 0);
+  constexpr std::size_t counts[] = {5000, 37, 70'001, 1};  // 1 to several blocks
+  Call call(70'001, 0);
+  for (int k = 1; k <= 32; ++k) {
+    const Kernel& kernel = kKernels[k % 2];
+    const std::size_t count = counts[(k / 2) % 4];
+    INFO(kernel.name << ": call " << k << ", count " << count);
+    // Ranks fall behind in turn: the others finish a call and start the next one
+    // (publish its flags) while the late rank still works on this one.
+    if (k % world_size() == world_rank()) usleep(2000);
+    call.upload(count, DataType::Float32, k);
+    kernel.run(call.describe(count, DataType::Float32, ReduceOp::Sum, k), stream.s);
+    ok(cudaStreamSynchronize(stream.s));
+    REQUIRE(call.wrong(count, DataType::Float32, ReduceOp::Sum, k) == 0);
   }
+  CHECK(call.timeout->call == 0);
+}
+
+TEST_CASE("peer allreduce: calls queued without waiting keep their order and their data",
+          "[gpu][peer]") {
+  // Each call's input is written on the stream just before it, and its result copied
+  // away just after: nothing waits for the GPU until the end.
+  StreamHandle stream;
+  constexpr std::size_t count = 3000;
+  constexpr int calls = 12;
+  Call call(count, 0);
+  const std::size_t bytes = count * sizeof(float);
+  std::vector<float*> inputs(calls);
+  std::vector<float*> results(calls);
+  for (int k = 0; k < calls; ++k) {
+    ok(cudaMalloc(reinterpret_cast<void**>(&inputs[k]), bytes));
+    ok(cudaMalloc(reinterpret_cast<void**>(&results[k]), bytes));
+    std::vector<float> host(count);
+    for (std::size_t i = 0; i < count; ++i) host[i] = static_cast<float>(value(world_rank(), i, k));
+    ok(cudaMemcpy(inputs[k], host.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  ok(cudaDeviceSynchronize());
+  for (int k = 0; k < calls; ++k) {
+    ok(cudaMemcpyAsync(call.user_in, inputs[k], bytes, cudaMemcpyDeviceToDevice, stream.s));
+    kKernels[k % 2].run(call.describe(count, DataType::Float32, ReduceOp::Sum, k + 1), stream.s);
+    ok(cudaMemcpyAsync(results[k], call.user_out, bytes, cudaMemcpyDeviceToDevice, stream.s));
+  }
+  ok(cudaStreamSynchronize(stream.s));
+  for (int k = 0; k < calls; ++k) {
+    std::vector<float> got(count);
+    ok(cudaMemcpy(got.data(), results[k], bytes, cudaMemcpyDeviceToHost));
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      bad += got[i] != expected(ReduceOp::Sum, i, k, world_size());
+    }
+    INFO("call " << k + 1);
+    CHECK(bad == 0);
+    cudaFree(inputs[k]);
+    cudaFree(results[k]);
+  }
+  CHECK(call.timeout->call == 0);
 }
 
 TEST_CASE("peer allreduce: a rank that never arrives is recorded, not waited for", "[gpu][peer]") {
@@ -304,12 +346,51 @@ TEST_CASE("peer allreduce: a rank that never arrives is recorded, not waited for
       c.timeout_ns = 300'000'000;  // 0.3 s
       kernel.run(c, stream.s);
       ok(cudaStreamSynchronize(stream.s));
-      const cu::PeerTimeout t = call.recorded();
-      CHECK(t.sequence == 7);
-      CHECK(t.missing_ranks == (1u << absent));
+      CHECK(call.timeout->call == 7);
+      CHECK(call.timeout->missing_ranks == (1u << absent));
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+TEST_CASE("peer probe: the ranks' kernels meet, and one that never comes is recorded",
+          "[gpu][peer]") {
+  StreamHandle stream;
+  Call call(64, 0);
+  cu::PeerProbeResult* result = nullptr;
+  ok(cudaMallocHost(reinterpret_cast<void**>(&result), sizeof *result));
+  cu::PeerProbe probe;
+  probe.rank = world_rank();
+  probe.ranks = world_size();
+  for (int r = 0; r < probe.ranks; ++r) {
+    probe.flags[r] = reinterpret_cast<cu::PeerFlags*>(call.arena->header(r));
+  }
+  probe.rounds = 8;
+  probe.timeout_ns = kPatientNs;
+  probe.result = result;
+  *result = {};
+  cu::peer_probe(probe, stream.s);
+  ok(cudaStreamSynchronize(stream.s));
+  CHECK(result->timeout.call == 0);
+  CHECK(result->elapsed_ns > 0);
+  // The probe counted its rounds as calls of block 0: an allreduce after it still meets.
+  call.upload(37, DataType::Float32, 3);
+  cu::one_shot_allreduce(call.describe(37, DataType::Float32, ReduceOp::Sum, 1), stream.s);
+  ok(cudaStreamSynchronize(stream.s));
+  CHECK(call.wrong(37, DataType::Float32, ReduceOp::Sum, 3) == 0);
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  const int absent = world_size() - 1;
+  if (world_rank() != absent) {
+    *result = {};
+    probe.timeout_ns = 200'000'000;  // 0.2 s
+    cu::peer_probe(probe, stream.s);
+    ok(cudaStreamSynchronize(stream.s));
+    CHECK(result->timeout.call == 1);
+    CHECK(result->timeout.missing_ranks == (1u << absent));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  cudaFreeHost(result);
 }
 
 TEST_CASE("peer allreduce: calls that break its rules are refused, naming why", "[gpu][peer]") {
@@ -324,26 +405,40 @@ TEST_CASE("peer allreduce: calls that break its rules are refused, naming why", 
       CHECK_THAT(e.what(), Catch::Contains(why));
     }
   };
+  const int me = world_rank();
   for (const Kernel& kernel : kKernels) {
     INFO(kernel.name);
-    cu::PeerAllreduce c = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
+    const cu::PeerAllreduce good = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
+    cu::PeerAllreduce c = good;
     c.ranks = cu::kMaxPeerRanks + 1;
     refused(kernel, c, "ranks 9 outside 1..8");
     c = call.describe(16, DataType::Float32, ReduceOp::Sum, 0);
-    refused(kernel, c, "sequence 0");
-    c = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
-    c.outputs[world_rank()] = const_cast<void*>(c.inputs[world_rank()]);
-    refused(kernel, c, "the output overlaps the input");
-    c = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
+    refused(kernel, c, "call 0");
+    c = good;
+    c.result = c.inputs[me];
+    refused(kernel, c, "the result overlaps this rank's input buffer");
+    c = good;
+    c.source = static_cast<std::byte*>(c.inputs[me]) + 8;
+    refused(kernel, c, "the source overlaps this rank's input buffer");
+    c = good;
     c.timeout = nullptr;
     refused(kernel, c, "no timeout record");
-    c = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
+    c = good;
+    c.max_blocks = cu::kMaxPeerBlocks + 1;
+    refused(kernel, c, "max_blocks 129 outside 1..128");
+    c = good;
     c.dtype = static_cast<DataType>(99);
     refused(kernel, c, "out of range");
+    c = good;
+    c.flags[(me + 1) % world_size()] = nullptr;
+    refused(kernel, c, "no flags of rank");
   }
   // A peer's output: two shot copies from it, one shot never reads it.
-  const int peer = (world_rank() + 1) % world_size();
+  const int peer = (me + 1) % world_size();
   cu::PeerAllreduce c = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
   c.outputs[peer] = nullptr;
   refused(kKernels[1], c, "null output of rank " + std::to_string(peer));
+  c = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
+  c.result = static_cast<std::byte*>(c.outputs[me]) + 4;
+  refused(kKernels[1], c, "the result overlaps this rank's output buffer");
 }

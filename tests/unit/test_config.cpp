@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 
 using concord::Algorithm;
 using concord::Error;
@@ -190,4 +191,20 @@ TEST_CASE("device-path variables", "[config]") {
                     Catch::Matchers::Contains("CONCORD_CUDA_IPC='perhaps'"));
   CHECK_THROWS_WITH(parse_config(env({{"CONCORD_POINTER_CACHE_ENTRIES", "-1"}})),
                     Catch::Matchers::Contains("CONCORD_POINTER_CACHE_ENTRIES"));
+}
+
+TEST_CASE("CONCORD_CUDA_PEER", "[config]") {
+  using concord::detail::DevicePeerMode;
+  CHECK(parse_config(env({})).cuda_peer == DevicePeerMode::Auto);
+  for (const auto& [value, mode] : {std::pair{"auto", DevicePeerMode::Auto},
+                                    {"on", DevicePeerMode::On},
+                                    {"1", DevicePeerMode::On},
+                                    {"off", DevicePeerMode::Off},
+                                    {"0", DevicePeerMode::Off}}) {
+    INFO(value);
+    CHECK(parse_config(env({{"CONCORD_CUDA_PEER", value}})).cuda_peer == mode);
+  }
+  CHECK_THROWS_WITH(parse_config(env({{"CONCORD_CUDA_PEER", "yes"}})),
+                    Catch::Matchers::Contains("CONCORD_CUDA_PEER='yes'") &&
+                        Catch::Matchers::Contains("auto, on (or 1) or off (or 0)"));
 }

@@ -1,0 +1,95 @@
+#include "collectives/device_peer.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace concord::detail {
+namespace {
+
+std::string bound_text(std::uint64_t ns) {
+  return ns == UINT64_MAX ? "without a bound"
+                          : fmt::format("{:g} s", static_cast<double>(ns) / 1e9);
+}
+
+}  // namespace
+
+void check_peer_space(const PeerSpace& space, int rank) {
+  // Written by this rank's kernels; read once they may have run (any time after
+  // launch: the record only ever goes from zero to set).
+  const volatile cuda::PeerTimeout* record = space.record;
+  const std::uint32_t call = record->call;
+  if (call == 0) return;
+  std::vector<int> missing;
+  const std::uint32_t mask = record->missing_ranks;
+  for (std::size_t r = 0; r < space.comm_ranks.size(); ++r) {
+    if ((mask >> r) & 1u) missing.push_back(space.comm_ranks[r]);
+  }
+  throw Error(ErrorCode::Timeout, rank,
+              fmt::format("device allreduce call {} on this communicator: rank(s) {} did not "
+                          "arrive (each wait bounded at {}, CONCORD_TRANSPORT_TIMEOUT_S); the "
+                          "communicator has failed, and the outputs of that call and of any "
+                          "later one are unspecified",
+                          call, fmt::join(missing, ", "), bound_text(space.timeout_ns)));
+}
+
+void allreduce_device_peer(PeerSpace& space, std::size_t one_shot_bytes, const void* send,
+                           void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                           CudaStream stream) {
+  const SharedArena& arena = *space.arena;
+  const std::size_t esize = size_of(dtype);
+  const std::size_t piece = arena.region_bytes() / esize;
+  cuda::PeerAllreduce c;
+  c.rank = arena.rank();
+  c.ranks = arena.size();
+  for (int r = 0; r < c.ranks; ++r) {
+    c.flags[r] = reinterpret_cast<cuda::PeerFlags*>(arena.header(r));
+    c.inputs[r] = arena.region(r, 0);
+    c.outputs[r] = arena.region(r, 1);
+  }
+  c.dtype = dtype;
+  c.op = op;
+  c.max_blocks = space.blocks;
+  c.timeout_ns = space.timeout_ns;
+  c.timeout = space.record;
+  for (std::size_t offset = 0; offset < count; offset += piece) {
+    c.count = std::min(piece, count - offset);
+    c.source = static_cast<const std::byte*>(send) + offset * esize;
+    c.result = static_cast<std::byte*>(recv) + offset * esize;
+    if (++space.calls == 0) space.calls = 1;  // 0 means "no call" in the record
+    c.call = space.calls;
+    if (c.count * esize <= one_shot_bytes) {
+      cuda::one_shot_allreduce(c, stream);
+    } else {
+      cuda::two_shot_allreduce(c, stream);
+    }
+  }
+}
+
+ProbeOutcome probe_peer_concurrency(PeerSpace& space, cuda::PeerProbeResult* result, int rounds,
+                                    std::uint64_t bound_ns, CudaStream stream, Executor& fence) {
+  const SharedArena& arena = *space.arena;
+  cuda::PeerProbe probe;
+  probe.rank = arena.rank();
+  probe.ranks = arena.size();
+  for (int r = 0; r < probe.ranks; ++r) {
+    probe.flags[r] = reinterpret_cast<cuda::PeerFlags*>(arena.header(r));
+  }
+  probe.timeout_ns = bound_ns;
+  probe.result = result;
+  // One meeting first: the ranks start at different times (the first launch of a
+  // kernel in a process loads it), which should not count.
+  for (const int n : {1, rounds}) {
+    *result = {};
+    probe.rounds = n;
+    cuda::peer_probe(probe, stream);
+    fence.fence();
+    if (result->timeout.call != 0) return {true, 0};
+  }
+  return {false, static_cast<double>(result->elapsed_ns) / rounds};
+}
+
+}  // namespace concord::detail

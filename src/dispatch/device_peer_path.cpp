@@ -1,0 +1,166 @@
+#include "dispatch/device_peer_path.hpp"
+
+#include "collectives/tuning_table.hpp"
+#include "core/agreement.hpp"
+#include "core/config.hpp"
+#include "core/mpi_check.hpp"
+#include "reduce/cuda_executor.hpp"
+
+#include <concord/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace concord::detail {
+namespace {
+
+// The probe: meetings in one kernel per rank. Kernels that run at the same time
+// meet in microseconds on a GPU (in tens of microseconds on the CUDA emulator,
+// whose polling threads sleep 20 µs a round); ranks that take turns on a GPU meet
+// once per switch between them, a time slice of a millisecond or more (or never,
+// where nothing switches). Half a millisecond lies between. A wait may last a
+// second: the ranks reach the probe at different times. A probe whose meetings were
+// slow without timing out is tried again, up to three times in all, so that a
+// moment's load on the host (descheduled processes of the emulator) is not taken
+// for a GPU that switches; meetings that take turns are slow every time.
+constexpr int kProbeRounds = 16;
+constexpr int kProbeAttempts = 3;
+constexpr std::uint64_t kProbeBoundNs = 1'000'000'000;
+constexpr double kConcurrentMeetingNs = 500'000;
+
+std::uint64_t wait_bound_ns() {
+  const double seconds = config().transport_timeout_s;
+  if (seconds <= 0) return UINT64_MAX;
+  return static_cast<std::uint64_t>(seconds * 1e9);
+}
+
+bool path_possible(const DeviceResources& res, const CommunicatorState& state) {
+  const Topology& topo = state.topology;
+  return config().cuda_peer != DevicePeerMode::Off && res.ipc_everywhere && topo.num_nodes == 1 &&
+         topo.local_size >= 2 && topo.local_size <= cuda::kMaxPeerRanks;
+}
+
+// The communicator's rank of each rank of the node, in local-rank order.
+std::vector<int> comm_ranks_of_node(const CommunicatorState& state) {
+  std::vector<int> ranks(static_cast<std::size_t>(state.topology.local_size));
+  check_mpi(
+      MPI_Allgather(&state.rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, state.topology.local.get()),
+      "MPI_Allgather", state.rank);
+  return ranks;
+}
+
+// Whether every rank's probe found the kernels meeting at once, agreed after each
+// attempt (the ranks' probes meet each other, so they try again together). A probe
+// that failed on some rank (an error, not a slow meeting) counts as "not at once".
+bool probe_says_concurrent(DevicePeerPath& path, DeviceResources& res,
+                           const CommunicatorState& state, CudaStream stream) {
+  enum Verdict : int { kTimedOut = 0, kSlow = 1, kFast = 2 };
+  auto* result =
+      reinterpret_cast<cuda::PeerProbeResult*>(path.pinned.get() + sizeof(cuda::PeerTimeout));
+  for (int attempt = 0; attempt < kProbeAttempts; ++attempt) {
+    int verdict = kTimedOut;
+    try {
+      CudaExecutor fence(DataType::Float32, ReduceOp::Sum, stream, res.scratch);
+      const ProbeOutcome outcome =
+          probe_peer_concurrency(path.space, result, kProbeRounds, kProbeBoundNs, stream, fence);
+      path.probe_meeting_ns = outcome.timed_out ? 0 : outcome.mean_meeting_ns;
+      verdict = outcome.timed_out                                ? kTimedOut
+                : outcome.mean_meeting_ns < kConcurrentMeetingNs ? kFast
+                                                                 : kSlow;
+    } catch (const Error& e) {
+      fmt::print(stderr, "concord: rank {}: the device-synchronised path's probe failed: {}\n",
+                 state.rank, e.what());
+    }
+    check_mpi(
+        MPI_Allreduce(MPI_IN_PLACE, &verdict, 1, MPI_INT, MPI_MIN, state.topology.local.get()),
+        "MPI_Allreduce", state.rank);
+    if (verdict != kSlow) return verdict == kFast;
+  }
+  return false;
+}
+
+void say_not_concurrent(const CommunicatorState& state, double meeting_ns) {
+  if (state.topology.local_rank != 0) return;
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    const std::string seen = meeting_ns > 0
+                                 ? fmt::format("its meetings took {:.0f} us each", meeting_ns / 1e3)
+                                 : std::string("a meeting timed out");
+    fmt::print(stderr,
+               "concord: rank {}: the kernels of this node's {} ranks do not run at the same "
+               "time (ranks sharing a GPU without MPS; {}): device allreduces go through host "
+               "memory up to {} bytes and through the IPC rounds above, both synchronising "
+               "the stream. Start MPS before the job (nvidia-cuda-mps-control -d) for the "
+               "device-synchronised path; CONCORD_CUDA_PEER=off skips this probe.\n",
+               state.rank, state.topology.local_size, seen,
+               size_thresholds().cuda_unshared_staging_bytes);
+  });
+}
+
+}  // namespace
+
+int peer_block_limit(const CommunicatorState& state) {
+  const int device = cuda::current_device();
+  int sms = 0;
+  int threads_per_sm = 0;
+  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+              "cudaDeviceGetAttribute", state.rank);
+  cuda::check(
+      cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device),
+      "cudaDeviceGetAttribute", state.rank);
+  MPI_Comm local = state.topology.local.get();
+  const int sharing = ranks_on_my_gpu(local, device, state.rank);
+  const int resident = sms * (threads_per_sm / cuda::kPeerThreadsPerBlock);
+  int share = std::max(
+      1, std::min(static_cast<int>(size_thresholds().cuda_peer_blocks), resident / sharing));
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &share, 1, MPI_INT, MPI_MIN, local), "MPI_Allreduce",
+            state.rank);
+  return share;
+}
+
+DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& state,
+                                 CudaStream stream) {
+  if (res.peer_tried) return res.peer.get();
+  res.peer_tried = true;
+  if (!path_possible(res, state)) return nullptr;
+  const Config& cfg = config();
+  auto path = std::make_shared<DevicePeerPath>();
+  std::string why;
+  try {
+    path->arena = CudaIpcArena::create(state.topology.local.get(),
+                                       {.region_bytes = cfg.cuda_ipc_region_bytes,
+                                        .regions = 2,
+                                        .header_bytes = sizeof(cuda::PeerFlags)},
+                                       state.rank, &why);
+    path->pinned.reserve(sizeof(cuda::PeerTimeout) + sizeof(cuda::PeerProbeResult));
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  if (!agree_or_fall_back(state.comm.get(), why, state.rank,
+                          {"the device-synchronised path", "device buffers take the IPC rounds"})) {
+    return nullptr;
+  }
+  path->space.arena = path->arena.get();
+  path->space.record = new (path->pinned.get()) cuda::PeerTimeout{};
+  path->space.comm_ranks = comm_ranks_of_node(state);
+  path->space.timeout_ns = wait_bound_ns();
+  path->space.blocks = peer_block_limit(state);
+  path->concurrent =
+      cfg.cuda_peer == DevicePeerMode::On || probe_says_concurrent(*path, res, state, stream);
+  if (!path->concurrent) {
+    path->arena.reset();
+    path->space.arena = nullptr;
+    say_not_concurrent(state, path->probe_meeting_ns);
+  }
+  res.peer = path;
+  return res.peer.get();
+}
+
+}  // namespace concord::detail

@@ -1,0 +1,261 @@
+// The device-synchronised path through concord::allreduce and the engine: calls that
+// only enqueue (returning before the GPU has done them), CUDA graph capture and replay,
+// what cannot be captured, the set-up probe of whether the ranks' kernels run at the
+// same time (and the paths taken when they do not), and a peer that arrives too late:
+// a failed communicator naming the ranks. Expected values are computed here.
+#include <catch2/catch.hpp>
+
+#include <concord/concord.hpp>
+
+#include "cuda/cuda_runtime.hpp"
+#include "device/device_resources.hpp"
+#include "dispatch/device_peer_path.hpp"
+#include "gpu/stream_kernels.hpp"
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace concord;
+using namespace concord::test;
+namespace cuda = concord::detail::cuda;
+
+void upload(float* dst, const std::vector<float>& src) {
+  cuda::check(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice),
+              "cudaMemcpy");
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // pageable uploads return early
+}
+std::vector<float> download(const float* src, std::size_t n) {
+  std::vector<float> out(n);
+  cuda::check(cudaMemcpy(out.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return out;
+}
+
+// Rank r's element i for tag k, and the sum over ranks: small integers, exact in float.
+float value(int rank, std::size_t i, int k) {
+  return static_cast<float>((i % 13) + static_cast<std::size_t>(rank) * 3 + k);
+}
+std::size_t wrong_sums(const std::vector<float>& got, int ranks, int k, float factor = 1.0f) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    float sum = 0;
+    for (int r = 0; r < ranks; ++r) sum += value(r, i, k);
+    bad += got[i] != sum * factor ? 1 : 0;
+  }
+  return bad;
+}
+std::vector<float> inputs(int rank, std::size_t n, int k) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = value(rank, i, k);
+  return v;
+}
+
+// The path of `comm`'s node after one call on `stream` (which sets it up), or null.
+const detail::DevicePeerPath* peer_path(const Communicator& comm, cudaStream_t stream) {
+  cuda::DeviceBuffer one(sizeof(float));
+  AllreduceOptions options;
+  options.stream = stream;
+  allreduce(one.get(), one.get(), 1, DataType::Float32, ReduceOp::Sum, comm, options);
+  cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  const auto& res = comm.state().device_resources;
+  return res ? res->peer.get() : nullptr;
+}
+
+// The tests of the path itself need it: where it is not in use, say why and stop.
+void require_peer_path(const Communicator& comm, cudaStream_t stream) {
+  const detail::DevicePeerPath* path = peer_path(comm, stream);
+  INFO("probe: mean meeting " << (path ? path->probe_meeting_ns : 0) << " ns");
+  REQUIRE(path != nullptr);
+  REQUIRE(path->concurrent);
+}
+
+bool one_node(const Communicator& comm) {
+  return comm.local_size() == comm.size() && comm.size() >= 2;
+}
+
+}  // namespace
+
+TEST_CASE("a device-synchronised allreduce returns before the GPU has done it",
+          "[gpu][peer][stream]") {
+  Communicator comm = Communicator::world();
+  if (!one_node(comm)) return;
+  cuda::Stream stream;
+  require_peer_path(comm, stream.get());
+  constexpr std::size_t n = 4096;
+  cuda::DeviceBuffer send(n * sizeof(float));
+  cuda::DeviceBuffer recv(n * sizeof(float));
+  auto* s = reinterpret_cast<float*>(send.get());
+  auto* r = reinterpret_cast<float*>(recv.get());
+  upload(s, inputs(comm.rank(), n, 0));
+  // A kernel still running when the call is made writes the first element...
+  delayed_fill(s, 1, value(comm.rank(), 0, 0), 50'000'000, stream.get());
+  AllreduceOptions options;
+  options.stream = stream.get();
+  allreduce(s, r, n, DataType::Float32, ReduceOp::Avg, comm, options);
+  // ...and the call has returned with its work still queued behind it.
+  CHECK(cudaStreamQuery(stream.get()) == cudaErrorNotReady);
+  stream.synchronize();
+  CHECK(wrong_sums(download(r, n), comm.size(), 0, 1.0f / static_cast<float>(comm.size())) == 0);
+}
+
+TEST_CASE("a device allreduce captured in a CUDA graph replays correctly", "[gpu][peer][graph]") {
+  Communicator comm = Communicator::world();
+  if (!one_node(comm)) return;
+  cuda::Stream stream;
+  require_peer_path(comm, stream.get());
+  constexpr std::size_t n = 70'001;
+  cuda::DeviceBuffer in(n * sizeof(float));
+  cuda::DeviceBuffer out(n * sizeof(float));
+  cuda::DeviceBuffer other(n * sizeof(float));
+  auto* pin = reinterpret_cast<float*>(in.get());
+  auto* pout = reinterpret_cast<float*>(out.get());
+  auto* pother = reinterpret_cast<float*>(other.get());
+  AllreduceOptions options;
+  options.stream = stream.get();
+  cuda::check(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal),
+              "cudaStreamBeginCapture");
+  allreduce(pin, pout, n, DataType::Float32, ReduceOp::Sum, comm, options);
+  cudaGraph_t graph = nullptr;
+  cuda::check(cudaStreamEndCapture(stream.get(), &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  cuda::check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  for (int k = 1; k <= 4; ++k) {
+    INFO("replay " << k);
+    upload(pin, inputs(comm.rank(), n, k));
+    cuda::check(cudaGraphLaunch(exec, stream.get()), "cudaGraphLaunch");
+    stream.synchronize();
+    CHECK(wrong_sums(download(pout, n), comm.size(), k) == 0);
+    // A call made the ordinary way between replays: both count their calls on the GPU.
+    upload(pother, inputs(comm.rank(), n, 10 + k));
+    allreduce(pother, pother, n, DataType::Float32, ReduceOp::Sum, comm, options);
+    stream.synchronize();
+    CHECK(wrong_sums(download(pother, n), comm.size(), 10 + k) == 0);
+  }
+  cuda::check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+  cuda::check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+}
+
+TEST_CASE("what cannot be captured in a CUDA graph is refused, naming why",
+          "[gpu][peer][graph][errors]") {
+  Communicator world = Communicator::world();
+  if (!one_node(world)) return;
+  cuda::Stream stream;
+  cuda::DeviceBuffer buf(64 * sizeof(float));
+  AllreduceOptions options;
+  options.stream = stream.get();
+  const auto captured_call_fails = [&](const Communicator& comm, const std::string& why) {
+    cuda::check(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal),
+                "cudaStreamBeginCapture");
+    try {
+      allreduce(buf.get(), buf.get(), 64, DataType::Float32, ReduceOp::Sum, comm, options);
+      FAIL("captured without an error");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+      CHECK_THAT(e.what(), Catch::Contains(why));
+    }
+    cudaGraph_t graph = nullptr;
+    // Refused before anything was queued: the capture itself is still valid.
+    CHECK(cudaStreamEndCapture(stream.get(), &graph) == cudaSuccess);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  };
+  // A communicator's first device call sets it up, which synchronises.
+  Communicator fresh(world.mpi_comm());
+  captured_call_fails(fresh, "make one before capturing");
+  // Paths whose ranks meet on the host synchronise the stream.
+  Communicator rounds(world.mpi_comm());
+  detail::device_resources(rounds.state()).preference = detail::DevicePathPreference::IpcRounds;
+  captured_call_fails(rounds, "only the device-synchronised path can be captured");
+}
+
+TEST_CASE("set-up finds whether the ranks' kernels run at the same time, and the paths follow",
+          "[gpu][probe]") {
+  Communicator comm = Communicator::world();
+  if (!one_node(comm)) return;
+  cuda::Stream stream;
+  const detail::DevicePeerPath* path = peer_path(comm, stream.get());
+  REQUIRE(path != nullptr);
+  INFO("probe: mean meeting " << path->probe_meeting_ns << " ns; concurrent " << path->concurrent);
+  if (const char* expect = std::getenv("CONCORD_TEST_EXPECT_CONCURRENT")) {
+    CHECK(path->concurrent == (std::string(expect) == "1"));
+  }
+  // Either way every size is right: small messages staged through host memory and
+  // large ones over the IPC rounds where the kernels take turns, else the path.
+  AllreduceOptions options;
+  options.stream = stream.get();
+  for (std::size_t n : {std::size_t{1000}, std::size_t{3} << 20 >> 2}) {  // 4 KB and 3 MiB
+    INFO(n << " floats");
+    cuda::DeviceBuffer buf(n * sizeof(float));
+    auto* p = reinterpret_cast<float*>(buf.get());
+    upload(p, inputs(comm.rank(), n, 5));
+    allreduce(p, p, n, DataType::Float32, ReduceOp::Sum, comm, options);
+    stream.synchronize();
+    CHECK(wrong_sums(download(p, n), comm.size(), 5) == 0);
+  }
+}
+
+// Run with a short bound (CONCORD_TRANSPORT_TIMEOUT_S) by gpu_peer_timeout_np*: the last
+// rank's call starts long after the others' waits have run out.
+TEST_CASE("a peer that never arrives fails the communicator, naming it", "[.][gpu][timeout]") {
+  Communicator comm = Communicator::world();
+  REQUIRE(one_node(comm));
+  cuda::Stream stream;
+  require_peer_path(comm, stream.get());
+  const int late = comm.size() - 1;
+  const bool is_late = comm.rank() == late;
+  std::string others;
+  for (int r = 0; r < late; ++r) others += (r == 0 ? "" : ", ") + std::to_string(r);
+  const std::string missing = is_late ? others : std::to_string(late);
+  constexpr std::size_t n = 1000;
+  cuda::DeviceBuffer buf(n * sizeof(float));
+  auto* p = reinterpret_cast<float*>(buf.get());
+  AllreduceOptions options;
+  options.stream = stream.get();
+  if (is_late) delayed_fill(p, n, 1.0f, 3'000'000'000ull, stream.get());
+  allreduce(p, p, n, DataType::Float32, ReduceOp::Sum, comm, options);  // queued: no error yet
+  stream.synchronize();
+  for (int attempt = 0; attempt < 2; ++attempt) {  // and it stays failed
+    INFO("attempt " << attempt);
+    try {
+      allreduce(p, p, n, DataType::Float32, ReduceOp::Sum, comm, options);
+      FAIL("the next call did not fail");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Timeout);
+      CHECK_THAT(e.what(), Catch::Contains("rank(s) " + missing + " did not arrive"));
+      CHECK_THAT(e.what(), Catch::Contains("the communicator has failed"));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("an engine handle fails when its bucket's peer never arrives", "[.][gpu][timeout]") {
+  Communicator comm = Communicator::world();
+  REQUIRE(one_node(comm));
+  Engine engine(comm);
+  cuda::Stream stream;
+  constexpr std::size_t n = 1000;
+  cuda::DeviceBuffer buf(n * sizeof(float));
+  auto* p = reinterpret_cast<float*>(buf.get());
+  TensorView view{p, n, DataType::Float32, Device::Cuda, stream.get()};
+  engine.enqueue_allreduce("warm", view, ReduceOp::Sum).wait();  // the path's set-up
+  const bool is_late = comm.rank() == comm.size() - 1;
+  if (is_late) delayed_fill(p, n, 1.0f, 3'000'000'000ull, stream.get());
+  Handle h = engine.enqueue_allreduce("late", view, ReduceOp::Sum);
+  try {
+    h.wait();
+    FAIL("the handle completed");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Timeout);
+    CHECK_THAT(e.what(), Catch::Contains("did not arrive"));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    engine.shutdown();
+  } catch (const Error&) {
+    // The engine has failed with its communicator; shutting it down may say so again.
+  }
+}
