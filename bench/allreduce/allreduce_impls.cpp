@@ -56,11 +56,18 @@ std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicato
                                     [&](const auto& p) { return name == p.first; });
     if (name == "concord") {
       for (Algorithm a : o.algorithms) {
-        add(name, std::string(to_string(a)), device.concord_impl(o, a), device.synchronize());
+        add(name, std::string(to_string(a)), device.concord_impl(o, a),
+            device.concord_sync(DevicePathPreference::Auto));
       }
     } else if (fixed != std::end(fixed_paths)) {
-      add(name, "auto", device.concord_impl(o, Algorithm::Auto, fixed->second),
-          device.synchronize());
+      RunFn run = device.concord_impl(o, Algorithm::Auto, fixed->second);
+      std::string why;
+      if (fixed->second == DevicePathPreference::DeviceSynchronised &&
+          !device.device_synchronised_runs(&why)) {
+        if (comm.rank() == 0) fmt::print(stderr, "concord-bench: skipping {}: {}\n", name, why);
+        continue;
+      }
+      add(name, "auto", std::move(run), device.concord_sync(fixed->second));
     } else if (name == "mpi") {
       add(name, "mpi-host-staged", device.mpi_staged_impl(o), device.synchronize());
     } else if (name == "device-one-shot" || name == "device-two-shot") {

@@ -4,6 +4,7 @@
 #include "cuda/cuda_runtime.hpp"
 #include "device/device_resources.hpp"
 #include "dispatch/device_peer_path.hpp"
+#include "dispatch/dispatch.hpp"
 #include "transport/nccl_library.hpp"
 #include "transport/nccl_transport.hpp"
 
@@ -19,6 +20,7 @@
 #include <deque>
 #include <set>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace concord::bench {
@@ -157,6 +159,35 @@ RunFn DeviceBench::concord_impl(const AllreduceOptions& o, Algorithm algorithm,
   };
 }
 
+bool DeviceBench::device_synchronised_runs(std::string* why) {
+  const Communicator& comm = state_->path_comms.back();
+  auto& res = detail::device_resources(comm.state());
+  const auto preference = std::exchange(res.preference, detail::DevicePathPreference::Auto);
+  cuda::DeviceBuffer one(sizeof(float));
+  concord::AllreduceOptions options;
+  options.device = Device::Cuda;
+  options.stream = state_->stream->get();
+  allreduce(one.get(), one.get(), 1, DataType::Float32, ReduceOp::Sum, comm, options);
+  cuda::check(cudaStreamSynchronize(options.stream), "cudaStreamSynchronize");
+  res.preference = preference;
+  if (res.peer && res.peer->concurrent) return true;
+  *why = res.peer ? "the ranks' kernels do not run at the same time here (ranks sharing a GPU "
+                    "without MPS; CONCORD_CUDA_PEER=on takes the path without the probe)"
+                  : "it cannot run on these ranks (not one node of 2-8 ranks, CUDA IPC off or "
+                    "failed, or CONCORD_CUDA_PEER=off)";
+  return false;
+}
+
+SyncFn DeviceBench::concord_sync(detail::DevicePathPreference path) const {
+  const Communicator* comm = state_->comm;
+  if (path != detail::DevicePathPreference::Auto) comm = &state_->path_comms.back();
+  cudaStream_t stream = state_->stream->get();
+  return [comm, stream] {
+    cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    detail::check_device_failure(*comm);  // a call of the last timed ones that gave up
+  };
+}
+
 SyncFn DeviceBench::synchronize() const {
   cudaStream_t stream = state_->stream->get();
   return [stream] { cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); };
@@ -176,13 +207,16 @@ nlohmann::json DeviceBench::context() const {
     }
     c["nccl_env"] = settings;
   }
-  // What concord's own set-up found (where its allreduce ran on this communicator).
-  const auto& res = state_->comm->state().device_resources;
-  if (res && res->peer) {
+  // What concord's own set-up found, on the first of its communicators that set the
+  // device-synchronised path up (every one of them finds the same).
+  std::vector<const Communicator*> comms{state_->comm};
+  for (const Communicator& comm : state_->path_comms) comms.push_back(&comm);
+  for (const Communicator* comm : comms) {
+    const auto& res = comm->state().device_resources;
+    if (!res || !res->peer) continue;
     c["ranks_concurrent"] = res->peer->concurrent;
-    if (res->peer->probe_meeting_ns > 0) {
-      c["probe_meeting_us"] = res->peer->probe_meeting_ns / 1e3;
-    }
+    if (res->peer->probe_meeting_ns > 0) c["probe_meeting_us"] = res->peer->probe_meeting_ns / 1e3;
+    break;
   }
   return c;
 }

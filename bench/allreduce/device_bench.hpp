@@ -41,6 +41,9 @@ class DeviceBench {
   // concord-staged, concord-peer), for comparing the paths in one run; collective.
   RunFn concord_impl(const AllreduceOptions& o, Algorithm algorithm,
                      detail::DevicePathPreference path = detail::DevicePathPreference::Auto);
+  // Whether the device-synchronised path runs on the communicator concord_impl made
+  // last (after one call there, which sets it up: collective); where not, `why`.
+  bool device_synchronised_runs(std::string* why);
   // MPI_Allreduce with the device buffers copied to and from pinned host memory
   // (synchronous: it waits for each copy).
   RunFn mpi_staged_impl(const AllreduceOptions& o) const;
@@ -51,6 +54,9 @@ class DeviceBench {
   std::optional<RunFn> nccl_impl(const AllreduceOptions& o, std::string* why);
   // Synchronises the bench's stream.
   SyncFn synchronize() const;
+  // The same for the concord impl made last with `path`, then raises what its calls
+  // recorded on the device (a peer that never arrived).
+  SyncFn concord_sync(detail::DevicePathPreference path) const;
 
   int device() const;
   CudaStream stream() const;     // the stream every impl here runs on

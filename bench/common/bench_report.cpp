@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -130,32 +131,51 @@ std::string buffers_of(const AllreduceOptions& o, std::string_view impl) {
 
 }  // namespace
 
+namespace {
+
+// One measurement's record, before the run's context and tags.
+nlohmann::json record_of(const Measurement& m, const AllreduceOptions& o, int ranks,
+                         const nlohmann::json& where) {
+  return {{"impl", m.impl},
+          {"algorithm", m.algorithm.empty() ? nlohmann::json() : nlohmann::json(m.algorithm)},
+          {"dtype", std::string(to_string(o.dtype))},
+          {"op", std::string(to_string(o.op))},
+          {"ranks", ranks},
+          {"bytes", m.bytes},
+          {"count", m.count},
+          {"avg_us", m.avg_us},
+          {"min_us", m.min_us},
+          {"max_us", m.max_us},
+          {"iterations", m.iterations},
+          {"warmup", m.warmup},
+          {"busbw_gbps", m.busbw_gbps},
+          {"validated", m.validated ? nlohmann::json(*m.validated) : nlohmann::json()},
+          {"device", o.device == Device::Cuda ? "cuda" : "cpu"},
+          {"buffers", buffers_of(o, m.impl)},
+          {"host", where["host"]},
+          {"mpi_library", where["mpi_library"]},
+          {"concord_version", where["concord_version"]},
+          {"commit", where["commit"]}};
+}
+
+// What DeviceBench::context() adds on device runs.
+constexpr std::string_view kDeviceFields[] = {"gpu",      "ranks_per_gpu",    "nccl_version",
+                                              "nccl_env", "ranks_concurrent", "probe_meeting_us"};
+
+}  // namespace
+
+bool is_record_field(std::string_view key) {
+  const nlohmann::json record = record_of(Measurement{}, AllreduceOptions{}, 1, provenance());
+  return record.contains(key) || std::find(std::begin(kDeviceFields), std::end(kDeviceFields),
+                                           key) != std::end(kDeviceFields);
+}
+
 void write_json(const std::string& path, const AllreduceOptions& o, int ranks,
                 const std::vector<Measurement>& all, const nlohmann::json& context) {
   nlohmann::json records = nlohmann::json::array();
   const nlohmann::json where = provenance();
   for (const Measurement& m : all) {
-    nlohmann::json record(
-        {{"impl", m.impl},
-         {"algorithm", m.algorithm.empty() ? nlohmann::json() : nlohmann::json(m.algorithm)},
-         {"dtype", std::string(to_string(o.dtype))},
-         {"op", std::string(to_string(o.op))},
-         {"ranks", ranks},
-         {"bytes", m.bytes},
-         {"count", m.count},
-         {"avg_us", m.avg_us},
-         {"min_us", m.min_us},
-         {"max_us", m.max_us},
-         {"iterations", m.iterations},
-         {"warmup", m.warmup},
-         {"busbw_gbps", m.busbw_gbps},
-         {"validated", m.validated ? nlohmann::json(*m.validated) : nlohmann::json()},
-         {"device", o.device == Device::Cuda ? "cuda" : "cpu"},
-         {"buffers", buffers_of(o, m.impl)},
-         {"host", where["host"]},
-         {"mpi_library", where["mpi_library"]},
-         {"concord_version", where["concord_version"]},
-         {"commit", where["commit"]}});
+    nlohmann::json record = record_of(m, o, ranks, where);
     for (const auto& [key, value] : context.items()) record[key] = value;
     for (const auto& [key, value] : o.tags) record[key] = value;
     records.push_back(std::move(record));

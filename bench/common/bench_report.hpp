@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace concord::bench {
@@ -19,6 +20,10 @@ void print_columns(const AllreduceOptions& o, const std::vector<Measurement>& fi
 // One line per implementation of a size: OSU columns, busbw, and for every
 // implementation after the first its latency as a ratio to the first's.
 void print_rows(const AllreduceOptions& o, const std::vector<Measurement>& row);
+
+// Whether every allreduce record has a field `key` (of its own or of the device's):
+// --tag may not name one.
+bool is_record_field(std::string_view key);
 
 // One record per measurement; an empty `algorithm` is written as null. Each also
 // carries `context`'s fields (what the run found of its device) and the --tag ones.

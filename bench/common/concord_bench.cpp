@@ -126,6 +126,10 @@ int run_allreduce(AllreduceArgs& a, int rank) {
     if (eq == 0 || eq == std::string::npos) {
       throw std::invalid_argument("--tag: expected KEY=VALUE, not '" + tag + "'");
     }
+    if (concord::bench::is_record_field(tag.substr(0, eq))) {
+      throw std::invalid_argument("--tag " + tag.substr(0, eq) +
+                                  ": the records have a field of that name already");
+    }
     o.tags.emplace_back(tag.substr(0, eq), tag.substr(eq + 1));
   }
   if (o.device == concord::Device::Cuda &&

@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 
 namespace concord::detail {
 namespace {
@@ -19,21 +21,32 @@ std::string bound_text(std::uint64_t ns) {
 
 void check_peer_space(const PeerSpace& space, int rank) {
   // Written by this rank's kernels; read once they may have run (any time after
-  // launch: the record only ever goes from zero to set).
+  // launch: the record only ever goes from zero to set, its call last).
   const volatile cuda::PeerTimeout* record = space.record;
   const std::uint32_t call = record->call;
   if (call == 0) return;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const auto comm_rank = [&](std::uint32_t local) {
+    return local < space.comm_ranks.size() ? space.comm_ranks[local] : static_cast<int>(local);
+  };
   std::vector<int> missing;
   const std::uint32_t mask = record->missing_ranks;
-  for (std::size_t r = 0; r < space.comm_ranks.size(); ++r) {
-    if ((mask >> r) & 1u) missing.push_back(space.comm_ranks[r]);
+  for (std::uint32_t r = 0; r < space.comm_ranks.size(); ++r) {
+    if ((mask >> r) & 1u) missing.push_back(comm_rank(r));
   }
+  const std::uint32_t gave_up = record->gave_up;  // 1 + local rank
+  const int first = gave_up == 0 ? -1 : comm_rank(gave_up - 1);
+  const std::string what =
+      !missing.empty()
+          ? fmt::format(
+                "rank(s) {} did not arrive{}", fmt::join(missing, ", "),
+                first == rank || first < 0 ? "" : fmt::format(" (rank {} gave up first)", first))
+          : fmt::format("abandoned: rank {} had given up waiting for its peers", first);
   throw Error(ErrorCode::Timeout, rank,
-              fmt::format("device allreduce call {} on this communicator: rank(s) {} did not "
-                          "arrive (each wait bounded at {}, CONCORD_TRANSPORT_TIMEOUT_S); the "
-                          "communicator has failed, and the outputs of that call and of any "
-                          "later one are unspecified",
-                          call, fmt::join(missing, ", "), bound_text(space.timeout_ns)));
+              fmt::format("device allreduce call {} on this communicator: {} (each wait bounded "
+                          "at {}, CONCORD_TRANSPORT_TIMEOUT_S); the communicator has failed, and "
+                          "the outputs of that call and of any later one are unspecified",
+                          call, what, bound_text(space.timeout_ns)));
 }
 
 void allreduce_device_peer(PeerSpace& space, std::size_t one_shot_bytes, const void* send,

@@ -120,14 +120,6 @@ Path choose_device_path(const Communicator& comm, DeviceResources& res, std::siz
   return bytes <= t.cuda_unshared_staging_bytes ? Path::Staged : Path::SharedMemory;
 }
 
-// A CUDA graph can capture what only enqueues work; set-up and the paths whose ranks
-// meet on the host synchronise the stream, which would invalidate the capture.
-void refuse_capture(const char* why, int rank) {
-  throw Error(
-      ErrorCode::InvalidArgument, rank,
-      fmt::format("allreduce: the stream is being captured into a CUDA graph, but {}", why));
-}
-
 }  // namespace
 
 void check_device_failure(const Communicator& comm) {
@@ -169,8 +161,7 @@ void run_device_allreduce(const Call& call, const Communicator& comm, bool devic
       exec.copy(call.recv, call.send, call.count * esize);
       return;  // the average over one rank is the input itself
     case Path::DevicePeer:
-      allreduce_device_peer(res.peer->space, size_thresholds().cuda_peer_one_shot_bytes, call.send,
-                            call.recv, call.count, call.dtype, call.op, call.stream);
+      res.peer->allreduce(call.send, call.recv, call.count, call.dtype, call.op, call.stream);
       if (call.op == ReduceOp::Avg) exec.scale(call.recv, call.count, 1.0 / comm.size());
       return;  // queued on the stream: nothing here waits for the GPU
     case Path::Staged:

@@ -62,8 +62,7 @@ std::vector<int> comm_ranks_of_node(const CommunicatorState& state) {
 bool probe_says_concurrent(DevicePeerPath& path, DeviceResources& res,
                            const CommunicatorState& state, CudaStream stream) {
   enum Verdict : int { kTimedOut = 0, kSlow = 1, kFast = 2 };
-  auto* result =
-      reinterpret_cast<cuda::PeerProbeResult*>(path.pinned.get() + sizeof(cuda::PeerTimeout));
+  cuda::PeerProbeResult* result = &path.records->probe;
   for (int attempt = 0; attempt < kProbeAttempts; ++attempt) {
     int verdict = kTimedOut;
     try {
@@ -106,18 +105,43 @@ void say_not_concurrent(const CommunicatorState& state, double meeting_ns) {
 
 }  // namespace
 
+DevicePeerPath::~DevicePeerPath() {
+  if (!called_) return;
+  int previous = -1;
+  const bool switched = arena && cudaGetDevice(&previous) == cudaSuccess &&
+                        previous != arena->device() &&
+                        cudaSetDevice(arena->device()) == cudaSuccess;
+  cudaDeviceSynchronize();
+  if (switched) cudaSetDevice(previous);
+  cudaGetLastError();  // a destructor reports nothing; the next call finds a clean slate
+}
+
+void DevicePeerPath::allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                               ReduceOp op, CudaStream stream) {
+  const bool capturing = cuda::is_capturing(stream);
+  if (called_ && stream != last_stream_ && !capturing) last_call_.make_wait(stream);
+  allreduce_device_peer(space, size_thresholds().cuda_peer_one_shot_bytes, send, recv, count, dtype,
+                        op, stream);
+  if (capturing) return;
+  last_call_.record(stream);
+  last_stream_ = stream;
+  called_ = true;
+}
+
+void refuse_capture(const char* why, int rank) {
+  throw Error(
+      ErrorCode::InvalidArgument, rank,
+      fmt::format("allreduce: the stream is being captured into a CUDA graph, but {}", why));
+}
+
 int peer_block_limit(const CommunicatorState& state) {
   const int device = cuda::current_device();
   int sms = 0;
-  int threads_per_sm = 0;
   cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
               "cudaDeviceGetAttribute", state.rank);
-  cuda::check(
-      cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device),
-      "cudaDeviceGetAttribute", state.rank);
   MPI_Comm local = state.topology.local.get();
   const int sharing = ranks_on_my_gpu(local, device, state.rank);
-  const int resident = sms * (threads_per_sm / cuda::kPeerThreadsPerBlock);
+  const int resident = sms * cuda::peer_blocks_per_multiprocessor();
   int share = std::max(
       1, std::min(static_cast<int>(size_thresholds().cuda_peer_blocks), resident / sharing));
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &share, 1, MPI_INT, MPI_MIN, local), "MPI_Allreduce",
@@ -128,8 +152,17 @@ int peer_block_limit(const CommunicatorState& state) {
 DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& state,
                                  CudaStream stream) {
   if (res.peer_tried) return res.peer.get();
+  if (!path_possible(res, state)) {
+    res.peer_tried = true;
+    return nullptr;
+  }
+  if (cuda::is_capturing(stream)) {
+    refuse_capture(
+        "the first device allreduce that can take the device-synchronised path sets "
+        "it up (allocates device memory and synchronises): make one before capturing",
+        state.rank);
+  }
   res.peer_tried = true;
-  if (!path_possible(res, state)) return nullptr;
   const Config& cfg = config();
   auto path = std::make_shared<DevicePeerPath>();
   std::string why;
@@ -139,7 +172,7 @@ DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& 
                                         .regions = 2,
                                         .header_bytes = sizeof(cuda::PeerFlags)},
                                        state.rank, &why);
-    path->pinned.reserve(sizeof(cuda::PeerTimeout) + sizeof(cuda::PeerProbeResult));
+    path->pinned.reserve(sizeof(PeerRecords));
   } catch (const Error& e) {
     why = e.what();
   }
@@ -148,7 +181,8 @@ DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& 
     return nullptr;
   }
   path->space.arena = path->arena.get();
-  path->space.record = new (path->pinned.get()) cuda::PeerTimeout{};
+  path->records = new (path->pinned.get()) PeerRecords{};
+  path->space.record = &path->records->timeout;
   path->space.comm_ranks = comm_ranks_of_node(state);
   path->space.timeout_ns = wait_bound_ns();
   path->space.blocks = peer_block_limit(state);

@@ -14,22 +14,53 @@
 
 namespace concord::detail {
 
+// What the path's kernels write for the host to read, in pinned memory.
+struct PeerRecords {
+  cuda::PeerTimeout timeout;  // PeerSpace::record
+  cuda::PeerProbeResult probe;
+};
+
 struct DevicePeerPath {
+  DevicePeerPath() = default;
+  // Waits for the device first: queued kernels may still write the peers' flags and
+  // read their regions through the mappings the arena closes.
+  ~DevicePeerPath();
+  DevicePeerPath(const DevicePeerPath&) = delete;
+  DevicePeerPath& operator=(const DevicePeerPath&) = delete;
+
+  // Queues the call on `stream` after every earlier call on the path, whatever its
+  // stream: they share the flags and regions, so two must never run at once (a call
+  // on another stream than the last one waits for the last one's work). A call
+  // captured into a CUDA graph is ordered by its stream alone.
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 CudaStream stream);
+
   std::unique_ptr<CudaIpcArena> arena;  // null where the ranks' kernels do not run at once
-  cuda::PinnedBuffer pinned;            // space.record and the probe's result
+  cuda::PinnedBuffer pinned;            // a PeerRecords
+  PeerRecords* records = nullptr;
   PeerSpace space;
   // Whether the path runs: the probe found the ranks' kernels running at the same
   // time (MPS, or a GPU each), or CONCORD_CUDA_PEER=on said so. The same on every rank.
   bool concurrent = false;
   double probe_meeting_ns = 0;  // the probe's mean meeting, where it ran and none timed out
+
+ private:
+  cuda::Event last_call_;  // recorded after each call queued outside a capture
+  CudaStream last_stream_ = nullptr;
+  bool called_ = false;
 };
+
+// Throws Error(InvalidArgument): the stream is being captured, and `why` the call
+// cannot be.
+[[noreturn]] void refuse_capture(const char* why, int rank);
 
 // The path of `state`'s node, or null where it cannot run: CONCORD_CUDA_PEER=off,
 // the ranks span nodes, a node of one rank or of more than cuda::kMaxPeerRanks, no
 // IPC. Collective over the communicator the first time (every rank calls it in the
 // same device allreduce; the outcome is the same on every rank). The probe runs on
-// `stream`. Where the ranks' kernels do not run at once, the path is kept with
-// `concurrent` false (and no memory), and the node's first rank says so once.
+// `stream`, which must not be capturing (set-up allocates and synchronises). Where the ranks'
+// kernels do not run at once, the path is kept with `concurrent` false (and no memory), and the
+// node's first rank says so once.
 DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& state,
                                  CudaStream stream);
 

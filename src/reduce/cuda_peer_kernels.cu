@@ -90,8 +90,41 @@ __device__ __forceinline__ void finish_call(const Meet& m, std::uint32_t sequenc
   if (threadIdx.x == 0) m.flags[m.rank]->calls[blockIdx.x] = sequence;
 }
 
+__device__ __forceinline__ std::uint32_t gave_up(const Meet& m) {
+  return *static_cast<volatile const std::uint32_t*>(&m.flags[m.rank]->gave_up);
+}
+
+// Records that this call is abandoned: the ranks waited for in vain, who gave up
+// first; the call last, so that a host seeing it reads the rest.
+__device__ void record(const Meet& m, std::uint32_t missing, std::uint32_t who) {
+  atomicOr(&m.record->missing_ranks, missing);
+  atomicCAS(&m.record->gave_up, 0u, who);
+  __threadfence_system();
+  atomicCAS(&m.record->call, 0u, m.call);
+}
+
+// Tells every rank that this one gave up (the first to do so is named).
+__device__ void give_up(const Meet& m) {
+  for (int r = 0; r < m.ranks; ++r) {
+    atomicCAS(&m.flags[r]->gave_up, 0u, static_cast<std::uint32_t>(m.rank) + 1);
+  }
+  __threadfence_system();
+}
+
+// Whether some rank gave up in an earlier call (or in this one, before this block
+// started): then this block records it and ends without meeting anyone. A barrier
+// of the block, so that all its threads agree.
+__device__ bool abandoned(const Meet& m) {
+  const std::uint32_t who = gave_up(m);
+  if (__syncthreads_or(who != 0) == 0) return false;
+  if (who != 0) record(m, 0, who);
+  return true;
+}
+
 // Block blockIdx.x of this rank meets the same block of every rank; true when all
-// came within the bound. A thread that gives up on its peer records it.
+// came within the bound. A thread that waits in vain for its peer (its bound ran
+// out, or a rank gave up meanwhile) records it; where its own bound ran out it also
+// tells every rank.
 __device__ bool meet(const Meet& m, Meeting which, std::uint32_t sequence) {
   const int peer = static_cast<int>(threadIdx.x);
   int late = 0;
@@ -101,10 +134,15 @@ __device__ bool meet(const Meet& m, Meeting which, std::uint32_t sequence) {
     const volatile std::uint32_t* theirs = flag_slot(m.flags[m.rank], which, peer);
     const std::uint64_t start = now_ns();
     while (!reached(*theirs, sequence)) {
+      if (const std::uint32_t who = gave_up(m); who != 0) {
+        late = 1;
+        record(m, 1u << peer, who);
+        break;
+      }
       if (now_ns() - start > m.timeout_ns) {
         late = 1;
-        atomicCAS(&m.record->call, 0u, m.call);
-        atomicOr(&m.record->missing_ranks, 1u << peer);
+        give_up(m);
+        record(m, 1u << peer, static_cast<std::uint32_t>(m.rank) + 1);
         break;
       }
       pause_polling();
@@ -212,7 +250,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const Chunk c = block_chunk<T>(0, a.count);
   T* mine = a.in[a.meet.rank];
   if (a.source != nullptr) copy_share(a.packable, mine, a.source, c.begin, c.end);
-  __syncthreads();
+  if (abandoned(a.meet)) return;  // (a barrier: the block's copy is done)
   if (!meet(a.meet, Meeting::Arrived, sequence)) return;
   reduce_share(a, a.result, nullptr, c.begin, c.end, op);
   __syncthreads();  // every thread of the block is done reading before the block leaves
@@ -235,7 +273,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       copy_share(a.packable, a.in[me], a.source, c.begin, c.end);
     }
   }
-  __syncthreads();
+  if (abandoned(a.meet)) return;  // (a barrier: the block's copy is done)
   if (!meet(a.meet, Meeting::Arrived, sequence)) return;
   // Reduce-scatter: this block's chunk of this rank's shard, from every rank's input.
   T* shard_out = a.out[me];
@@ -412,6 +450,31 @@ void peer_probe(const PeerProbe& probe, CudaStream stream) {
     CONCORD_LAUNCH(1, kThreadsPerBlock, stream, probe_kernel)(m, probe.rounds, probe.result);
     check_launch("probe_kernel", "probe");
   });
+}
+
+int peer_blocks_per_multiprocessor() {
+  int fewest = 0;
+  guarded("cuda::peer_blocks_per_multiprocessor", [&] {
+    const auto resident = [&](auto kernel) {
+      int blocks = 0;
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreadsPerBlock, 0),
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      fewest = fewest == 0 ? blocks : std::min(fewest, blocks);
+    };
+    for (int d = 0; d <= static_cast<int>(DataType::Float64); ++d) {
+      for (int o = 0; o <= static_cast<int>(ReduceOp::Avg); ++o) {
+        const auto dtype = static_cast<DataType>(d);
+        const auto op = static_cast<ReduceOp>(o);
+        if (!is_supported(dtype, op)) continue;
+        ops::visit_reduce_op(dtype, op, [&](auto f) {
+          using Op = decltype(f);
+          resident(one_shot_kernel<Op>);
+          resident(two_shot_kernel<Op>);
+        });
+      }
+    }
+  });
+  return fewest;
 }
 
 }  // namespace concord::detail::cuda

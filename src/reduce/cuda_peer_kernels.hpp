@@ -33,19 +33,27 @@ inline constexpr int kPeerThreadsPerBlock = 256;  // every kernel here
 // captured a call numbers every replay afresh; every rank runs the same calls with
 // the same grids (the grid follows from the element count), so the ranks' counts
 // of block b stay equal.
+//
+// gave_up: 0, or 1 + the rank whose wait ran out first. The rank that gives up writes
+// it into every rank's flags; a kernel that finds it set (at its start, or while it
+// waits) ends at once and records the failure. So once one rank has abandoned a call
+// no rank runs another (which would meet peers a call apart and mix their data),
+// and the calls queued behind a failure do not each wait out the bound.
 struct PeerFlags {
   std::uint32_t arrived[kMaxPeerBlocks][kMaxPeerRanks];
   std::uint32_t reduced[kMaxPeerBlocks][kMaxPeerRanks];
   std::uint32_t left[kMaxPeerBlocks][kMaxPeerRanks];
   std::uint32_t calls[kMaxPeerBlocks];
+  std::uint32_t gave_up;
 };
 
-// Where a rank's kernel records a wait that ran out of time, in memory the host
-// reads afterwards (mapped pinned memory, or device memory copied back). All zero:
-// no wait timed out. Once set it stays: the communicator has failed.
+// Where a rank's kernels record a call they abandoned, in memory the host reads
+// afterwards (mapped pinned memory, or device memory copied back). All zero: none
+// was. Once set it stays: the communicator has failed. `call` is written last.
 struct PeerTimeout {
-  std::uint32_t call;           // PeerAllreduce::call of the first call that timed out
-  std::uint32_t missing_ranks;  // bit r: rank r had not arrived
+  std::uint32_t call;           // PeerAllreduce::call of the first call abandoned here
+  std::uint32_t missing_ranks;  // bit r: this rank waited for rank r in vain
+  std::uint32_t gave_up;        // 1 + the rank whose wait ran out first, as learned here
 };
 
 // One rank's part of a call. Every rank passes the same ranks, count, dtype, op and
@@ -82,7 +90,8 @@ struct PeerAllreduce {
 // from every input into `result`, and meets them again (`left`) before it ends: when
 // the kernel has finished on a rank, every rank has finished reading that rank's
 // input, which its next call may overwrite. A wait that runs out of time is recorded
-// in `timeout` and ends the kernel; the output is then unspecified. Throws
+// in `timeout`, tells every rank (PeerFlags::gave_up) and ends the kernel; the output
+// is then unspecified, and every later call on these flags ends at once. Throws
 // Error(InvalidArgument) for a call that breaks the rules above.
 void one_shot_allreduce(const PeerAllreduce& call, CudaStream stream);
 
@@ -111,5 +120,10 @@ struct PeerProbe {
   PeerProbeResult* result = nullptr;
 };
 void peer_probe(const PeerProbe& probe, CudaStream stream);
+
+// The fewest blocks of the calls' kernels (every dtype and op, one and two shot) that
+// one multiprocessor of the current device keeps resident at once: what set-up
+// sizes the grids by (every block of every rank's kernel must be resident together).
+int peer_blocks_per_multiprocessor();
 
 }  // namespace concord::detail::cuda

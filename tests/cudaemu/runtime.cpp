@@ -610,6 +610,17 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   }
 }
 
+// Occupancy: what a multiprocessor's 2048 threads hold (the emulated GPU has no
+// registers or shared memory to run out of first).
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func,
+                                                                   int block_size,
+                                                                   size_t /*shared_bytes*/,
+                                                                   unsigned int /*flags*/) {
+  if (blocks == nullptr || func == nullptr || block_size <= 0) return fail(cudaErrorInvalidValue);
+  *blocks = 2048 / block_size;
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   if (can == nullptr) return fail(cudaErrorInvalidValue);
   const int n = state().devices;

@@ -91,7 +91,9 @@ TEST_CASE("a device-synchronised allreduce returns before the GPU has done it",
   cuda::DeviceBuffer recv(n * sizeof(float));
   auto* s = reinterpret_cast<float*>(send.get());
   auto* r = reinterpret_cast<float*>(recv.get());
-  upload(s, inputs(comm.rank(), n, 0));
+  std::vector<float> stale = inputs(comm.rank(), n, 0);
+  stale[0] = -1000.0f;  // what the result would show if the call read it before the kernel
+  upload(s, stale);
   // A kernel still running when the call is made writes the first element...
   delayed_fill(s, 1, value(comm.rank(), 0, 0), 50'000'000, stream.get());
   AllreduceOptions options;
@@ -138,6 +140,47 @@ TEST_CASE("a device allreduce captured in a CUDA graph replays correctly", "[gpu
   }
   cuda::check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
   cuda::check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+}
+
+TEST_CASE("calls on one communicator from two streams run in the order they were made",
+          "[gpu][peer][stream]") {
+  Communicator comm = Communicator::world();
+  if (!one_node(comm)) return;
+  cuda::Stream first;
+  cuda::Stream second;
+  require_peer_path(comm, first.get());
+  constexpr std::size_t n = 5000;
+  constexpr int calls = 6;
+  std::vector<cuda::DeviceBuffer> bufs;
+  for (int k = 0; k < calls; ++k) {
+    bufs.emplace_back(n * sizeof(float));
+    upload(reinterpret_cast<float*>(bufs.back().get()), inputs(comm.rank(), n, k));
+  }
+  // The calls alternate between the streams, the first stream's held back by a slow
+  // kernel: the second's calls must still wait for the first's (they share the path's
+  // flags and regions), here and on every rank alike.
+  delayed_fill(reinterpret_cast<float*>(bufs[0].get()), 1, value(comm.rank(), 0, 0), 50'000'000,
+               first.get());
+  for (int k = 0; k < calls; ++k) {
+    AllreduceOptions options;
+    options.stream = (k % 2 == 0 ? first : second).get();
+    auto* p = reinterpret_cast<float*>(bufs[k].get());
+    allreduce(p, p, n, DataType::Float32, ReduceOp::Sum, comm, options);
+  }
+  // Waited for in another order on each rank (the emulator runs a stream's work when
+  // it is waited for): without the order between the streams the ranks' kernels would
+  // pair calls wrongly.
+  if (comm.rank() % 2 == 0) {
+    second.synchronize();
+    first.synchronize();
+  } else {
+    first.synchronize();
+    second.synchronize();
+  }
+  for (int k = 0; k < calls; ++k) {
+    INFO("call " << k);
+    CHECK(wrong_sums(download(reinterpret_cast<float*>(bufs[k].get()), n), comm.size(), k) == 0);
+  }
 }
 
 TEST_CASE("what cannot be captured in a CUDA graph is refused, naming why",
@@ -198,7 +241,7 @@ TEST_CASE("set-up finds whether the ranks' kernels run at the same time, and the
   }
 }
 
-// Run with a short bound (CONCORD_TRANSPORT_TIMEOUT_S) by gpu_peer_timeout_np*: the last
+// Run with a short bound (CONCORD_TRANSPORT_TIMEOUT_S=0.5) by gpu_np3_peer_timeout: the last
 // rank's call starts long after the others' waits have run out.
 TEST_CASE("a peer that never arrives fails the communicator, naming it", "[.][gpu][timeout]") {
   Communicator comm = Communicator::world();
@@ -207,17 +250,35 @@ TEST_CASE("a peer that never arrives fails the communicator, naming it", "[.][gp
   require_peer_path(comm, stream.get());
   const int late = comm.size() - 1;
   const bool is_late = comm.rank() == late;
-  std::string others;
-  for (int r = 0; r < late; ++r) others += (r == 0 ? "" : ", ") + std::to_string(r);
-  const std::string missing = is_late ? others : std::to_string(late);
   constexpr std::size_t n = 1000;
+  constexpr unsigned long long kDelay = 3'000'000'000ull;  // clock64 counts: seconds
   cuda::DeviceBuffer buf(n * sizeof(float));
   auto* p = reinterpret_cast<float*>(buf.get());
   AllreduceOptions options;
   options.stream = stream.get();
-  if (is_late) delayed_fill(p, n, 1.0f, 3'000'000'000ull, stream.get());
-  allreduce(p, p, n, DataType::Float32, ReduceOp::Sum, comm, options);  // queued: no error yet
+  // How long the late rank's delay takes alone, to tell it from waits that follow it.
+  double delay_s = 0;
+  if (is_late) {
+    const double t0 = MPI_Wtime();
+    delayed_fill(p, n, 1.0f, kDelay, stream.get());
+    stream.synchronize();
+    delay_s = MPI_Wtime() - t0;
+    delayed_fill(p, n, 1.0f, kDelay, stream.get());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  // Queued: no error yet. The late rank queues more calls behind the one it is late for.
+  for (int k = 0; k < (is_late ? 4 : 1); ++k) {
+    allreduce(p, p, n, DataType::Float32, ReduceOp::Sum, comm, options);
+  }
   stream.synchronize();
+  const double waited_s = MPI_Wtime() - t0 - delay_s;
+  if (is_late) {
+    // Its kernels found that a peer had given up and ended at once, not each after a
+    // bound of its own (0.5 s: four calls would take 2 s).
+    INFO("waited " << waited_s << " s beyond the delay");
+    CHECK(waited_s < 0.45);
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {  // and it stays failed
     INFO("attempt " << attempt);
     try {
@@ -225,7 +286,13 @@ TEST_CASE("a peer that never arrives fails the communicator, naming it", "[.][gp
       FAIL("the next call did not fail");
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::Timeout);
-      CHECK_THAT(e.what(), Catch::Contains("rank(s) " + missing + " did not arrive"));
+      if (is_late) {
+        CHECK_THAT(e.what(), Catch::Contains("abandoned: rank ") &&
+                                 Catch::Contains(" had given up waiting for its peers"));
+      } else {
+        CHECK_THAT(e.what(),
+                   Catch::Contains("rank(s) " + std::to_string(late) + " did not arrive"));
+      }
       CHECK_THAT(e.what(), Catch::Contains("the communicator has failed"));
     }
   }
@@ -250,7 +317,7 @@ TEST_CASE("an engine handle fails when its bucket's peer never arrives", "[.][gp
     FAIL("the handle completed");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::Timeout);
-    CHECK_THAT(e.what(), Catch::Contains("did not arrive"));
+    CHECK_THAT(e.what(), Catch::Contains("the communicator has failed"));
   }
   MPI_Barrier(MPI_COMM_WORLD);
   try {

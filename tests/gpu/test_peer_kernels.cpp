@@ -16,11 +16,13 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -143,11 +145,13 @@ const char* name_of(Placement p) {
 }
 
 // One rank's buffers for calls of up to `count` elements of 8 bytes, at `offset` bytes
-// into each (unaligned offsets take the kernel's element-by-element head and tail):
+// into the IPC buffers and `user_offset` into its own (unaligned offsets take the
+// kernel's element-by-element head and tail; different ones, its unpacked loops):
 // the IPC arena's header (the flags, zero on every rank before any call), regions 0
 // (inputs) and 1 (outputs), and two buffers of its own.
 struct Call {
-  Call(std::size_t count, std::size_t at) : offset(at), bytes(at + count * 8) {
+  Call(std::size_t count, std::size_t at, std::size_t user_at)
+      : offset(at), user_offset(user_at), bytes(std::max(at, user_at) + count * 8) {
     std::string why;
     arena = concord::detail::CudaIpcArena::create(
         MPI_COMM_WORLD,
@@ -169,12 +173,13 @@ struct Call {
 
   std::byte* ipc(int rank, int region) const { return arena->region(rank, region) + offset; }
   std::byte* data_in(Placement p) const {
-    return p == Placement::InIpc ? ipc(world_rank(), 0) : static_cast<std::byte*>(user_in) + offset;
+    return p == Placement::InIpc ? ipc(world_rank(), 0)
+                                 : static_cast<std::byte*>(user_in) + user_offset;
   }
   std::byte* result(Placement p) const {
     return p == Placement::InIpc     ? ipc(world_rank(), 1)
-           : p == Placement::InPlace ? static_cast<std::byte*>(user_in) + offset
-                                     : static_cast<std::byte*>(user_out) + offset;
+           : p == Placement::InPlace ? static_cast<std::byte*>(user_in) + user_offset
+                                     : static_cast<std::byte*>(user_out) + user_offset;
   }
 
   cu::PeerAllreduce describe(std::size_t count, DataType d, ReduceOp op, std::uint32_t number,
@@ -223,6 +228,7 @@ struct Call {
   void* user_out = nullptr;
   cu::PeerTimeout* timeout = nullptr;  // pinned: the kernel writes it, the host reads it
   std::size_t offset;
+  std::size_t user_offset;
   std::size_t bytes;
 };
 
@@ -247,17 +253,19 @@ TEST_CASE("peer allreduce: every dtype, op and size, aligned or not, wherever th
   StreamHandle stream;
   constexpr std::size_t kMost = 70'001;  // several blocks of packs, and a tail
   for (const Kernel& kernel : kKernels) {
-    for (std::size_t offset : {std::size_t{0}, std::size_t{4}}) {
-      Call call(kMost, offset);
+    for (const auto& [offset, user_offset] :
+         {std::pair<std::size_t, std::size_t>{0, 0}, {4, 4}, {0, 4}}) {
+      Call call(kMost, offset, user_offset);
       std::uint32_t number = 0;
       for (DataType d : {DataType::Int8, DataType::Int32, DataType::Float16, DataType::BFloat16,
                          DataType::Float32, DataType::Float64}) {
-        if (offset % concord::size_of(d) != 0) continue;
+        if ((offset | user_offset) % concord::size_of(d) != 0) continue;
         for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max}) {
           for (std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4096}, kMost}) {
             for (Placement p : {Placement::InIpc, Placement::Separate, Placement::InPlace}) {
               INFO(kernel.name << ": " << concord::to_string(d) << " " << concord::to_string(op)
-                               << " count " << count << " offset " << offset << " " << name_of(p));
+                               << " count " << count << " offsets " << offset << "/" << user_offset
+                               << " " << name_of(p));
               const int k = static_cast<int>(++number);
               call.upload(count, d, k, p);
               kernel.run(call.describe(count, d, op, number, p), stream.s);
@@ -278,7 +286,7 @@ TEST_CASE(
     "[gpu][peer]") {
   StreamHandle stream;
   constexpr std::size_t counts[] = {5000, 37, 70'001, 1};  // 1 to several blocks
-  Call call(70'001, 0);
+  Call call(70'001, 0, 0);
   for (int k = 1; k <= 32; ++k) {
     const Kernel& kernel = kKernels[k % 2];
     const std::size_t count = counts[(k / 2) % 4];
@@ -301,7 +309,7 @@ TEST_CASE("peer allreduce: calls queued without waiting keep their order and the
   StreamHandle stream;
   constexpr std::size_t count = 3000;
   constexpr int calls = 12;
-  Call call(count, 0);
+  Call call(count, 0, 0);
   const std::size_t bytes = count * sizeof(float);
   std::vector<float*> inputs(calls);
   std::vector<float*> results(calls);
@@ -339,7 +347,7 @@ TEST_CASE("peer allreduce: a rank that never arrives is recorded, not waited for
   const int absent = world_size() - 1;
   for (const Kernel& kernel : kKernels) {
     INFO(kernel.name);
-    Call call(1000, 0);
+    Call call(1000, 0, 0);
     call.upload(1000, DataType::Float32, 1);
     if (world_rank() != absent) {
       cu::PeerAllreduce c = call.describe(1000, DataType::Float32, ReduceOp::Sum, 7);
@@ -356,7 +364,7 @@ TEST_CASE("peer allreduce: a rank that never arrives is recorded, not waited for
 TEST_CASE("peer probe: the ranks' kernels meet, and one that never comes is recorded",
           "[gpu][peer]") {
   StreamHandle stream;
-  Call call(64, 0);
+  Call call(64, 0, 0);
   cu::PeerProbeResult* result = nullptr;
   ok(cudaMallocHost(reinterpret_cast<void**>(&result), sizeof *result));
   cu::PeerProbe probe;
@@ -394,7 +402,7 @@ TEST_CASE("peer probe: the ranks' kernels meet, and one that never comes is reco
 }
 
 TEST_CASE("peer allreduce: calls that break its rules are refused, naming why", "[gpu][peer]") {
-  Call call(16, 0);
+  Call call(16, 0, 0);
   const auto refused = [](const Kernel& kernel, const cu::PeerAllreduce& c,
                           const std::string& why) {
     try {
