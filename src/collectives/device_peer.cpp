@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <string>
 
 namespace concord::detail {
@@ -15,6 +16,28 @@ namespace {
 std::string bound_text(std::uint64_t ns) {
   return ns == UINT64_MAX ? "without a bound"
                           : fmt::format("{:g} s", static_cast<double>(ns) / 1e9);
+}
+
+// What every call's kernels share: the arena's flags, the record, the bound.
+cuda::PeerAllreduce call_of(const PeerSpace& space, DataType dtype, ReduceOp op) {
+  const SharedArena& arena = *space.arena;
+  cuda::PeerAllreduce c;
+  c.rank = arena.rank();
+  c.ranks = arena.size();
+  for (int r = 0; r < c.ranks; ++r) {
+    c.flags[r] = reinterpret_cast<cuda::PeerFlags*>(arena.header(r));
+  }
+  c.dtype = dtype;
+  c.op = op;
+  c.max_blocks = space.blocks;
+  c.timeout_ns = space.timeout_ns;
+  c.timeout = space.record;
+  return c;
+}
+
+std::uint32_t next_call(PeerSpace& space) {
+  if (++space.calls == 0) space.calls = 1;  // 0 means "no call" in the record
+  return space.calls;
 }
 
 }  // namespace
@@ -55,30 +78,54 @@ void allreduce_device_peer(PeerSpace& space, std::size_t one_shot_bytes, const v
   const SharedArena& arena = *space.arena;
   const std::size_t esize = size_of(dtype);
   const std::size_t piece = arena.region_bytes() / esize;
-  cuda::PeerAllreduce c;
-  c.rank = arena.rank();
-  c.ranks = arena.size();
+  cuda::PeerAllreduce c = call_of(space, dtype, op);
   for (int r = 0; r < c.ranks; ++r) {
-    c.flags[r] = reinterpret_cast<cuda::PeerFlags*>(arena.header(r));
     c.inputs[r] = arena.region(r, 0);
     c.outputs[r] = arena.region(r, 1);
   }
-  c.dtype = dtype;
-  c.op = op;
-  c.max_blocks = space.blocks;
-  c.timeout_ns = space.timeout_ns;
-  c.timeout = space.record;
   for (std::size_t offset = 0; offset < count; offset += piece) {
     c.count = std::min(piece, count - offset);
     c.source = static_cast<const std::byte*>(send) + offset * esize;
     c.result = static_cast<std::byte*>(recv) + offset * esize;
-    if (++space.calls == 0) space.calls = 1;  // 0 means "no call" in the record
-    c.call = space.calls;
+    c.call = next_call(space);
     if (c.count * esize <= one_shot_bytes) {
       cuda::one_shot_allreduce(c, stream);
     } else {
       cuda::two_shot_allreduce(c, stream);
     }
+  }
+}
+
+void allreduce_device_peer_direct(PeerSpace& space, const PeerBuffers& buffers, std::size_t count,
+                                  DataType dtype, ReduceOp op, CudaStream stream) {
+  const std::size_t esize = size_of(dtype);
+  const std::size_t piece = space.arena->region_bytes() / esize;
+  cuda::PeerAllreduce c = call_of(space, dtype, op);
+  for (std::size_t offset = 0; offset < count; offset += piece) {
+    c.count = std::min(piece, count - offset);
+    for (int r = 0; r < c.ranks; ++r) {
+      c.inputs[r] =
+          const_cast<std::byte*>(static_cast<const std::byte*>(buffers.sends[r])) + offset * esize;
+      c.outputs[r] = static_cast<std::byte*>(buffers.recvs[r]) + offset * esize;
+    }
+    c.call = next_call(space);
+    cuda::direct_allreduce(c, stream);
+  }
+}
+
+void exchange_on_boards(SharedArena& arena, std::uint64_t exchanges, const void* mine,
+                        std::size_t bytes, void* all) {
+  if (bytes > kExchangeBytes) {
+    throw Error(ErrorCode::Internal, -1,
+                fmt::format("exchange_on_boards: {} bytes, more than {}", bytes, kExchangeBytes));
+  }
+  const std::size_t slot = (exchanges % 2) * kExchangeBytes;
+  std::memcpy(arena.board(arena.rank()) + slot, mine, bytes);
+  arena.publish(exchanges);  // what this rank wrote before, to a peer that sees the value
+  for (int r = 0; r < arena.size(); ++r) {
+    if (r != arena.rank()) arena.wait_for(r, exchanges);
+    std::memcpy(static_cast<std::byte*>(all) + static_cast<std::size_t>(r) * bytes,
+                arena.board(r) + slot, bytes);
   }
 }
 

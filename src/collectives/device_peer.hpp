@@ -53,6 +53,26 @@ void allreduce_device_peer(PeerSpace& space, std::size_t one_shot_bytes, const v
                            void* recv, std::size_t count, DataType dtype, ReduceOp op,
                            CudaStream stream);
 
+// The callers' own buffers of every rank of the arena, as mapped in this process
+// ([rank]: this rank's own).
+struct PeerBuffers {
+  const void* sends[cuda::kMaxPeerRanks] = {};
+  void* recvs[cuda::kMaxPeerRanks] = {};
+};
+
+// The same allreduce straight on those buffers (cuda::direct_allreduce), in pieces of
+// a region: no copy into the arena, 2n bytes of traffic a rank.
+void allreduce_device_peer_direct(PeerSpace& space, const PeerBuffers& buffers, std::size_t count,
+                                  DataType dtype, ReduceOp op, CudaStream stream);
+
+// Every rank's `bytes` at `mine` into `all` (rank order), through the arena's boards
+// and counters: a meeting of the ranks on the host, the `exchanges`th (counted by the
+// caller from 1, the same on every rank). At most kExchangeBytes; each rank's board
+// holds the last two exchanges, so a slow peer still reads the one it waits for.
+inline constexpr std::size_t kExchangeBytes = SharedArena::kBoardBytes / 2;
+void exchange_on_boards(SharedArena& arena, std::uint64_t exchanges, const void* mine,
+                        std::size_t bytes, void* all);
+
 // Whether the ranks' kernels run at the same time: the mean of `rounds` meetings in
 // one kernel per rank (each bounded by `bound_ns`), after one meeting that absorbs
 // the ranks' different start times. Synchronises the stream (`fence`: the executor

@@ -38,6 +38,7 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
       {"cuda_peer_max_bytes", &out.cuda_peer_max_bytes},
       {"cuda_peer_one_shot_bytes", &out.cuda_peer_one_shot_bytes},
       {"cuda_peer_blocks", &out.cuda_peer_blocks},
+      {"cuda_peer_direct_bytes", &out.cuda_peer_direct_bytes},
       {"cuda_unshared_staging_bytes", &out.cuda_unshared_staging_bytes},
       {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
   for (const auto& [key, value] : json.items()) {

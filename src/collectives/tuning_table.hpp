@@ -79,6 +79,11 @@ struct SizeThresholds {
   std::size_t cuda_peer_max_bytes = SIZE_MAX;
   std::size_t cuda_peer_one_shot_bytes = 256 * 1024;
   std::size_t cuda_peer_blocks = 64;
+  // From this size on, the path works straight on the callers' buffers, mapped into
+  // the peers (cuda::direct_allreduce: no copy into its regions, 2n bytes a rank),
+  // where they can be; it costs two meetings on the host a call (their IPC handles),
+  // which large messages hide. Not yet measured on a GPU either.
+  std::size_t cuda_peer_direct_bytes = 16 << 20;
   // Where ranks share a GPU whose kernels do not run at once (no MPS), device
   // messages up to this size go through pinned host memory, larger ones the IPC
   // rounds: the faster of the two on the H100 (docs/GPU.md, "Ranks sharing a GPU").

@@ -90,5 +90,11 @@ void Event::make_wait(cudaStream_t stream) const {
 void Event::synchronize() const {
   check(cudaEventSynchronize(event_), "cudaEventSynchronize");
 }
+bool Event::done() const {
+  const cudaError_t rc = cudaEventQuery(event_);
+  if (rc == cudaErrorNotReady) return false;
+  check(rc, "cudaEventQuery");
+  return true;
+}
 
 }  // namespace concord::detail::cuda

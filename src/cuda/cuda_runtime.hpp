@@ -116,6 +116,8 @@ class Event {
   // Later work on `stream` waits for the last record() (no host blocking).
   void make_wait(cudaStream_t stream) const;
   void synchronize() const;
+  // Whether the work before the last record() has finished (cudaEventQuery).
+  bool done() const;
 
  private:
   cudaEvent_t event_ = nullptr;

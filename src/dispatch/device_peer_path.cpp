@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,8 +121,17 @@ void DevicePeerPath::allreduce(const void* send, void* recv, std::size_t count, 
                                ReduceOp op, CudaStream stream) {
   const bool capturing = cuda::is_capturing(stream);
   if (called_ && stream != last_stream_ && !capturing) last_call_.make_wait(stream);
-  allreduce_device_peer(space, size_thresholds().cuda_peer_one_shot_bytes, send, recv, count, dtype,
-                        op, stream);
+  const SizeThresholds& t = size_thresholds();
+  const std::size_t bytes = count * size_of(dtype);
+  std::optional<PeerBuffers> direct;
+  if (bytes >= t.cuda_peer_direct_bytes && !capturing) {
+    direct = buffer_maps_.map(*arena, send, recv, bytes, stream);  // the same on every rank
+  }
+  if (direct) {
+    allreduce_device_peer_direct(space, *direct, count, dtype, op, stream);
+  } else {
+    allreduce_device_peer(space, t.cuda_peer_one_shot_bytes, send, recv, count, dtype, op, stream);
+  }
   if (capturing) return;
   last_call_.record(stream);
   last_stream_ = stream;

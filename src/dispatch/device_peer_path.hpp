@@ -8,6 +8,7 @@
 #include "core/communicator_state.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "device/device_resources.hpp"
+#include "dispatch/device_peer_buffers.hpp"
 #include "transport/cuda_ipc_arena.hpp"
 
 #include <memory>
@@ -31,7 +32,9 @@ struct DevicePeerPath {
   // Queues the call on `stream` after every earlier call on the path, whatever its
   // stream: they share the flags and regions, so two must never run at once (a call
   // on another stream than the last one waits for the last one's work). A call
-  // captured into a CUDA graph is ordered by its stream alone.
+  // captured into a CUDA graph is ordered by its stream alone. From the tuning table's
+  // cuda_peer_direct_bytes on, outside a capture (which every rank makes alike), it
+  // runs on the callers' buffers where they can be mapped into the peers.
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                  CudaStream stream);
 
@@ -45,7 +48,8 @@ struct DevicePeerPath {
   double probe_meeting_ns = 0;  // the probe's mean meeting, where it ran and none timed out
 
  private:
-  cuda::Event last_call_;  // recorded after each call queued outside a capture
+  PeerBufferMaps buffer_maps_;  // closed before the arena goes (members go in reverse)
+  cuda::Event last_call_;       // recorded after each call queued outside a capture
   CudaStream last_stream_ = nullptr;
   bool called_ = false;
 };

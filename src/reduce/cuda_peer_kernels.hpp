@@ -102,6 +102,17 @@ void one_shot_allreduce(const PeerAllreduce& call, CudaStream stream);
 // (arrived, reduced, left); otherwise as one_shot_allreduce, with the same bits.
 void two_shot_allreduce(const PeerAllreduce& call, CudaStream stream);
 
+// Two shot on the callers' own buffers, with no copy into the arena: inputs[r] and
+// outputs[r] are rank r's send and receive buffers as mapped here (CUDA IPC of the
+// callers' allocations; [rank]: this rank's own); source and result are unused. Each
+// rank reduces its shard from every rank's send buffer and writes it into every rank's
+// receive buffer: 2n bytes of memory traffic a rank, what an allreduce's inputs and
+// outputs take, and two meetings, `arrived` (every rank's send buffer is ready and its
+// receive buffer free) and `left` (every shard written everywhere, no send buffer read
+// any more). A send buffer may be its rank's receive buffer: each rank writes only the
+// shard it alone reads. Otherwise as two_shot_allreduce, with the same bits.
+void direct_allreduce(const PeerAllreduce& call, CudaStream stream);
+
 // Whether the ranks' kernels run at the same time (MPS, or one GPU each), which the
 // calls above need to be fast: ranks sharing a GPU without MPS take turns on it, and
 // every meeting then waits for the GPU to switch between them. One block meets block

@@ -52,6 +52,8 @@ class CudaIpcArena final : public SharedArena {
   std::byte* header(int owner) const override {
     return header_bytes_ == 0 ? nullptr : bases_[static_cast<std::size_t>(owner)];
   }
+  // The boards and counters are host shared memory, the counters' arena's.
+  std::byte* board(int owner) const override { return counters_->board(owner); }
   void publish(std::uint64_t value) override { counters_->publish(value); }
   std::uint64_t published() const override { return counters_->published(); }
   void wait_for(int peer, std::uint64_t value) const override { counters_->wait_for(peer, value); }

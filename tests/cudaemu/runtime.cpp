@@ -90,11 +90,15 @@ struct Allocation {
   int fd = -1;                 // memfd of device memory (exported through /proc/<pid>/fd/<fd>)
   std::size_t file_bytes = 0;  // its size; base lies at file offset `offset`
   std::size_t offset = 0;
+  std::uint64_t serial = 0;  // which allocation of the process this is (IPC handles differ)
 };
 
-// What an IPC handle carries: the owner's memfd, reachable through /proc.
+// What an IPC handle carries: the owner's memfd, reachable through /proc, and the
+// allocation's serial: as CUDA's, the handle of memory allocated anew (at the same
+// address, with a reused descriptor) is another handle.
 struct IpcHandle {
   std::uint64_t magic;
+  std::uint64_t serial;
   std::int32_t pid;
   std::int32_t fd;
   std::uint64_t bytes;
@@ -160,6 +164,7 @@ struct State {
   std::vector<CUstream_st*> streams;                 // every live stream, legacy included
   int devices = 1;
   std::uint64_t next_id = 1;
+  std::uint64_t allocation_serials = 0;
 
   void add(CUstream_st* s) {
     s->id = next_id++;
@@ -677,6 +682,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   al.device = current_device;
   al.fd = fd;
   al.file_bytes = file_bytes;
+  al.serial = ++st.allocation_serials;
   st.allocations[reinterpret_cast<std::uintptr_t>(al.base)] = al;
   *ptr = al.base;
   return cudaSuccess;
@@ -1000,9 +1006,9 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* ptr) {
   if (al == nullptr || al->kind != Kind::Device) return fail(cudaErrorInvalidValue);
   // The handle names the whole allocation, as the real one does: the importer's
   // pointer is the allocation's base, whatever pointer was exported.
-  IpcHandle h{
-      kIpcMagic, static_cast<std::int32_t>(getpid()), al->fd, al->bytes, al->file_bytes, al->offset,
-      al->device};
+  IpcHandle h{kIpcMagic,  al->serial, static_cast<std::int32_t>(getpid()),
+              al->fd,     al->bytes,  al->file_bytes,
+              al->offset, al->device};
   std::memset(handle, 0, sizeof *handle);
   std::memcpy(handle->reserved, &h, sizeof h);
   return cudaSuccess;

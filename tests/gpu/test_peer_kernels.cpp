@@ -238,6 +238,44 @@ struct StreamHandle {
   cudaStream_t s = nullptr;
 };
 
+// For the direct kernel: every rank's own send and receive buffers, mapped into every
+// other rank through CUDA IPC (as the path maps its callers' buffers).
+struct Mapped {
+  explicit Mapped(std::size_t bytes) {
+    for (void** mine : {&send_mine, &recv_mine}) ok(cudaMalloc(mine, bytes));
+    for (int which = 0; which < 2; ++which) {
+      cudaIpcMemHandle_t handle{};
+      ok(cudaIpcGetMemHandle(&handle, which == 0 ? send_mine : recv_mine));
+      std::vector<cudaIpcMemHandle_t> all(world_size());
+      MPI_Allgather(&handle, sizeof handle, MPI_BYTE, all.data(), sizeof handle, MPI_BYTE,
+                    MPI_COMM_WORLD);
+      for (int r = 0; r < world_size(); ++r) {
+        void* p = which == 0 ? send_mine : recv_mine;
+        if (r != world_rank()) {
+          ok(cudaIpcOpenMemHandle(&p, all[r], cudaIpcMemLazyEnablePeerAccess));
+          opened.push_back(p);
+        }
+        (which == 0 ? sends : recvs).push_back(static_cast<std::byte*>(p));
+      }
+    }
+  }
+  ~Mapped() {
+    MPI_Barrier(MPI_COMM_WORLD);  // no peer's kernel still uses this rank's buffers
+    for (void* p : opened) cudaIpcCloseMemHandle(p);
+    MPI_Barrier(MPI_COMM_WORLD);
+    cudaFree(send_mine);
+    cudaFree(recv_mine);
+  }
+  Mapped(const Mapped&) = delete;
+  Mapped& operator=(const Mapped&) = delete;
+
+  void* send_mine = nullptr;
+  void* recv_mine = nullptr;
+  std::vector<std::byte*> sends;  // rank r's, as mapped here
+  std::vector<std::byte*> recvs;
+  std::vector<void*> opened;
+};
+
 }  // namespace
 
 // The two kernels, by name.
@@ -340,6 +378,64 @@ TEST_CASE("peer allreduce: calls queued without waiting keep their order and the
     cudaFree(results[k]);
   }
   CHECK(call.timeout->call == 0);
+}
+
+TEST_CASE("peer allreduce, direct: every dtype, op and size on the callers' own buffers",
+          "[gpu][peer]") {
+  StreamHandle stream;
+  constexpr std::size_t kMost = 70'001;
+  Call call(16, 0, 0);  // its flags and record
+  Mapped buffers(kMost * 8 + 8);
+  const int me = world_rank();
+  std::uint32_t number = 0;
+  for (std::size_t offset : {std::size_t{0}, std::size_t{4}}) {
+    for (bool in_place : {false, true}) {
+      for (DataType d : {DataType::Int8, DataType::Int32, DataType::Float16, DataType::BFloat16,
+                         DataType::Float32, DataType::Float64}) {
+        if (offset % concord::size_of(d) != 0) continue;
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max}) {
+          for (std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4096}, kMost}) {
+            INFO(concord::to_string(d) << " " << concord::to_string(op) << " count " << count
+                                       << " offset " << offset << (in_place ? " in place" : ""));
+            const int k = static_cast<int>(++number);
+            cu::PeerAllreduce c = call.describe(count, d, op, number);
+            c.source = nullptr;
+            c.result = nullptr;
+            for (int r = 0; r < c.ranks; ++r) {
+              c.inputs[r] = buffers.sends[r] + offset;
+              c.outputs[r] = (in_place ? buffers.sends[r] : buffers.recvs[r]) + offset;
+            }
+            std::vector<std::byte> host(count * concord::size_of(d));
+            for (std::size_t i = 0; i < count; ++i) {
+              put(d, host.data() + i * concord::size_of(d), value(me, i, k));
+            }
+            ok(cudaMemcpy(c.inputs[me], host.data(), host.size(), cudaMemcpyHostToDevice));
+            ok(cudaDeviceSynchronize());
+            MPI_Barrier(MPI_COMM_WORLD);  // every rank's input is there before any kernel
+            cu::direct_allreduce(c, stream.s);
+            ok(cudaStreamSynchronize(stream.s));
+            ok(cudaMemcpy(host.data(), c.outputs[me], host.size(), cudaMemcpyDeviceToHost));
+            std::size_t bad = 0;
+            for (std::size_t i = 0; i < count; ++i) {
+              bad +=
+                  get(d, host.data() + i * concord::size_of(d)) != expected(op, i, k, world_size());
+            }
+            CHECK(bad == 0);
+            MPI_Barrier(MPI_COMM_WORLD);  // no rank overwrites an input a peer still reads
+          }
+        }
+      }
+    }
+  }
+  CHECK(call.timeout->call == 0);
+  // Its calls count on the same flags as the other kernels': they mix.
+  for (int k = 1; k <= 6; ++k) {
+    INFO("mixed call " << k);
+    call.upload(16, DataType::Float32, 100 + k);
+    kKernels[k % 2].run(call.describe(16, DataType::Float32, ReduceOp::Sum, ++number), stream.s);
+    ok(cudaStreamSynchronize(stream.s));
+    CHECK(call.wrong(16, DataType::Float32, ReduceOp::Sum, 100 + k) == 0);
+  }
 }
 
 TEST_CASE("peer allreduce: a rank that never arrives is recorded, not waited for", "[gpu][peer]") {
@@ -449,4 +545,12 @@ TEST_CASE("peer allreduce: calls that break its rules are refused, naming why", 
   c = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
   c.result = static_cast<std::byte*>(c.outputs[me]) + 4;
   refused(kKernels[1], c, "the result overlaps this rank's output buffer");
+  // The direct kernel works on inputs and outputs only, whole or apart.
+  const Kernel direct{"direct", cu::direct_allreduce};
+  refused(direct, call.describe(16, DataType::Float32, ReduceOp::Sum, 1), "source or result given");
+  c = call.describe(16, DataType::Float32, ReduceOp::Sum, 1);
+  c.source = nullptr;
+  c.result = nullptr;
+  c.outputs[me] = static_cast<std::byte*>(c.inputs[me]) + 4;
+  refused(direct, c, "this rank's output overlaps its input without being it");
 }

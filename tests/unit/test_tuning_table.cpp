@@ -99,16 +99,19 @@ TEST_CASE("size thresholds come from the table, built-in values otherwise", "[tu
   CHECK(built_in.cuda_peer_max_bytes == SIZE_MAX);  // every size, until measured on a GPU
   CHECK(built_in.cuda_peer_one_shot_bytes == 256 * 1024);
   CHECK(built_in.cuda_peer_blocks == 64);
+  CHECK(built_in.cuda_peer_direct_bytes == 16u << 20);
   CHECK(built_in.cuda_unshared_staging_bytes == 2u << 20);
   const auto peer = concord::detail::TuningTable::parse(
       R"({"thresholds": {"cuda_peer_max_bytes": 1048576, "cuda_peer_one_shot_bytes": 4096,
-                         "cuda_peer_blocks": 128, "cuda_unshared_staging_bytes": 0},
+                         "cuda_peer_blocks": 128, "cuda_unshared_staging_bytes": 0,
+                         "cuda_peer_direct_bytes": 65536},
           "rules": [{"max_ranks": null, "algorithms": [{"max_bytes": null, "algorithm": "ring"}]}]})",
       "test");
   CHECK(peer.thresholds().cuda_peer_max_bytes == 1048576);
   CHECK(peer.thresholds().cuda_peer_one_shot_bytes == 4096);
   CHECK(peer.thresholds().cuda_peer_blocks == 128);
   CHECK(peer.thresholds().cuda_unshared_staging_bytes == 0);
+  CHECK(peer.thresholds().cuda_peer_direct_bytes == 65536);
   // The flags hold 128 blocks: a kernel with more would meet in slots that do not exist.
   for (const char* blocks : {"0", "129"}) {
     INFO(blocks);
