@@ -180,60 +180,66 @@ __device__ __forceinline__ void copy_share(bool packable, T* dst, const T* src, 
       [&](std::size_t e) { dst[e] = src[e]; });
 }
 
-// dst[i] (and dst2[i] unless null) = in[0][i] op in[1][i] ... op in[ranks-1][i] over
-// this thread's share of [begin, end): rank order, so every rank computes the same bits.
+// in[0][e] op in[1][e] ... op in[ranks-1][e]: the 16-byte pack at element e, or the element
+// alone, in rank order, so that every rank computes the same bits.
+template <class Op>
+__device__ __forceinline__ Pack<typename Op::value_type> reduced_pack(
+    const PeerArgs<typename Op::value_type>& a, std::size_t e, Op op) {
+  using T = typename Op::value_type;
+  constexpr int kLanes = Pack<T>::kCount;
+  Pack<T> acc = load_pack(a.in[0] + e, 0);
+  for (int r = 1; r < a.meet.ranks; ++r) {
+    const Pack<T> x = load_pack(a.in[r] + e, 0);
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) acc.v[k] = op(acc.v[k], x.v[k]);
+  }
+  return acc;
+}
+template <class Op>
+__device__ __forceinline__ typename Op::value_type reduced_one(
+    const PeerArgs<typename Op::value_type>& a, std::size_t e, Op op) {
+  typename Op::value_type acc = a.in[0][e];
+  for (int r = 1; r < a.meet.ranks; ++r) acc = op(acc, a.in[r][e]);
+  return acc;
+}
+
+// dst[i] (and dst2[i] unless null) = the reduction of element i, over this thread's
+// share of [begin, end).
 template <class Op>
 __device__ __forceinline__ void reduce_share(const PeerArgs<typename Op::value_type>& a,
                                              typename Op::value_type* dst,
                                              typename Op::value_type* dst2, std::size_t begin,
                                              std::size_t end, Op op) {
-  using T = typename Op::value_type;
-  constexpr int kLanes = Pack<T>::kCount;
-  const int ranks = a.meet.ranks;
   share(
       a.packable, dst, begin, end,
       [&](std::size_t e) {
-        Pack<T> acc = load_pack(a.in[0] + e, 0);
-        for (int r = 1; r < ranks; ++r) {
-          const Pack<T> x = load_pack(a.in[r] + e, 0);
-#pragma unroll
-          for (int k = 0; k < kLanes; ++k) acc.v[k] = op(acc.v[k], x.v[k]);
-        }
+        const auto acc = reduced_pack(a, e, op);
         store_pack(dst + e, 0, acc);
         if (dst2 != nullptr) store_pack(dst2 + e, 0, acc);
       },
       [&](std::size_t e) {
-        T acc = a.in[0][e];
-        for (int r = 1; r < ranks; ++r) acc = op(acc, a.in[r][e]);
+        const auto acc = reduced_one(a, e, op);
         dst[e] = acc;
         if (dst2 != nullptr) dst2[e] = acc;
       });
 }
 
-// out[r][i] = in[0][i] op ... op in[ranks-1][i] for every rank r, over this thread's
-// share of [begin, end): the direct kernel's shard, into every rank's receive buffer.
-// Each element is read from every input before it is written anywhere, so an input
-// may be its rank's output.
+// out[r][i] = the reduction of element i for every rank r, over this thread's share of
+// [begin, end): the direct kernel's shard, into every rank's receive buffer. Each
+// element is read from every input before it is written anywhere, so an input may be
+// its rank's output.
 template <class Op>
 __device__ __forceinline__ void reduce_to_all(const PeerArgs<typename Op::value_type>& a,
                                               std::size_t begin, std::size_t end, Op op) {
-  using T = typename Op::value_type;
-  constexpr int kLanes = Pack<T>::kCount;
   const int ranks = a.meet.ranks;
   share(
       a.packable, a.out[a.meet.rank], begin, end,
       [&](std::size_t e) {
-        Pack<T> acc = load_pack(a.in[0] + e, 0);
-        for (int r = 1; r < ranks; ++r) {
-          const Pack<T> x = load_pack(a.in[r] + e, 0);
-#pragma unroll
-          for (int k = 0; k < kLanes; ++k) acc.v[k] = op(acc.v[k], x.v[k]);
-        }
+        const auto acc = reduced_pack(a, e, op);
         for (int r = 0; r < ranks; ++r) store_pack(a.out[r] + e, 0, acc);
       },
       [&](std::size_t e) {
-        T acc = a.in[0][e];
-        for (int r = 1; r < ranks; ++r) acc = op(acc, a.in[r][e]);
+        const auto acc = reduced_one(a, e, op);
         for (int r = 0; r < ranks; ++r) a.out[r][e] = acc;
       });
 }
