@@ -9,9 +9,12 @@ to round (interleaved, so a change in the machine's speed hits all alike):
   gloo        dist.all_reduce on a gloo group of the same ranks
   concord-py  concord.allreduce (concord's own Python call, no torch) on the same bytes,
               in place: what the backend adds is concord / concord-py
+  floor       dist.all_reduce on torch's FakeProcessGroup (a "fake" group of the same
+              ranks, which exchanges nothing): torch's own Python and dispatcher path,
+              what every backend's call costs before it does anything
 A timing is the mean of a batch of calls (float32 sum), enough calls to take about
 0.1 s; the figure per implementation and size is the median of the rounds' batches.
-Rank 0 prints a table (time per call, gloo/concord, concord/concord-py) and writes
+Rank 0 prints a table (time per call, gloo/concord, concord/concord-py, floor/concord-py) and writes
 the JSON record (--json): machine, commit, torch version, and every batch.
 """
 import argparse
@@ -72,8 +75,12 @@ def main():
     import concord.torch  # noqa: F401  (registers the backend, sets RANK etc.)
 
     torch.set_num_threads(1)
+    # torch's test helper registers the "fake" backend; it ships in torch's wheel.
+    import torch.testing._internal.distributed.fake_pg  # noqa: F401
+
     dist.init_process_group("concord")
     gloo = dist.new_group(backend="gloo")
+    fake = dist.new_group(backend="fake")
     rank, size = dist.get_rank(), dist.get_world_size()
 
     def run(impl, tensor, array, calls):
@@ -83,6 +90,9 @@ def main():
         elif impl == "gloo":
             for _ in range(calls):
                 dist.all_reduce(tensor, group=gloo)
+        elif impl == "floor":
+            for _ in range(calls):
+                dist.all_reduce(tensor, group=fake)
         else:
             for _ in range(calls):
                 concord.allreduce(array, out=array)
@@ -96,7 +106,7 @@ def main():
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=gloo)
         return elapsed.item() / calls
 
-    impls = ["concord", "gloo", "concord-py"]
+    impls = ["concord", "gloo", "concord-py", "floor"]
     batches = {impl: {n: [] for n in args.sizes} for impl in impls}
     for n in args.sizes:
         tensor = torch.ones(n // 4, dtype=torch.float32)
@@ -113,17 +123,20 @@ def main():
 
     if rank == 0:
         rows = []
-        print(f"{'bytes':>10} {'concord us':>11} {'gloo us':>10} {'py us':>9} "
-              f"{'gloo/concord':>13} {'concord/py':>11}")
+        print(f"{'bytes':>10} {'concord us':>11} {'gloo us':>10} {'py us':>9} {'floor us':>9} "
+              f"{'gloo/concord':>13} {'concord/py':>11} {'floor/py':>9}")
         for n in args.sizes:
             med = {impl: statistics.median(batches[impl][n]) for impl in impls}
             rows.append({"bytes": n, **{f"{impl}_s": med[impl] for impl in impls},
                          "gloo_over_concord": med["gloo"] / med["concord"],
                          "concord_over_concord_py": med["concord"] / med["concord-py"],
+                         "floor_over_concord_py": med["floor"] / med["concord-py"],
                          "batches": {impl: batches[impl][n] for impl in impls}})
             print(f"{n:>10} {med['concord'] * 1e6:>11.1f} {med['gloo'] * 1e6:>10.1f} "
-                  f"{med['concord-py'] * 1e6:>9.1f} {med['gloo'] / med['concord']:>13.2f} "
-                  f"{med['concord'] / med['concord-py']:>11.2f}")
+                  f"{med['concord-py'] * 1e6:>9.1f} {med['floor'] * 1e6:>9.1f} "
+                  f"{med['gloo'] / med['concord']:>13.2f} "
+                  f"{med['concord'] / med['concord-py']:>11.2f} "
+                  f"{med['floor'] / med['concord-py']:>9.2f}")
         if args.json:
             record = {"benchmark": "bench/torch_allreduce.py", "ranks": size,
                       "rounds": args.rounds, "commit": commit(),

@@ -11,16 +11,21 @@ rank pinned to a core and one torch thread per rank:
   horovod   mpiexec -n N, concord.horovod.torch's DistributedOptimizer (no DDP)
   ceiling   mpiexec -n N, each rank training its share alone, without exchanging
             anything: what N ranks on this machine reach with free communication
+  ddp-free  mpiexec -n N, DDP on the "concord" group with a comm hook that exchanges
+            nothing (each bucket's future is complete at once): DDP's own cost (its
+            hooks, its copies into and out of the buckets) with free communication,
+            the most any backend can reach under DDP
   single    one process training the global batch
 Throughput is global samples per second over the timed steps (after warm-up), the
 slowest rank's time. Prints each configuration's median over the rounds and the
 medians of the ratios taken within each round (concord/gloo, concord/single,
-concord/ceiling, horovod/concord), and for gloo the share of its step spent in allreduce (its step
-against the ceiling's). Run it from the repository root; needs concord with its torch backend.
+concord/ceiling, concord/ddp-free, ddp-free/ceiling, horovod/concord), and for gloo the share of
+its step spent in allreduce (its step against the ceiling's). Run it from the repository root; needs concord with its torch backend.
 """
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -39,23 +44,33 @@ def make_model(name):
                          nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Linear(256, 10))
 
 
+def exchange_nothing(state, bucket):
+    """A DDP comm hook whose bucket is 'reduced' at once, as it is (ddp-free)."""
+    import torch
+    done = torch.futures.Future()
+    done.set_result(bucket.buffer())
+    return done
+
+
 def worker(args):
     """One rank (or the single process) of a configuration; prints a JSON line."""
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(1)
-    distributed = args.config in ("concord", "gloo")
+    distributed = args.config in ("concord", "gloo", "ddp-free")
     if args.config != "single":
         import concord.torch  # noqa: F401  (RANK etc. from MPI)
     import torch.distributed as dist
     rank, size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     if distributed:
-        dist.init_process_group(args.config)
+        dist.init_process_group("concord" if args.config == "ddp-free" else args.config)
     torch.manual_seed(0)
     model = make_model(args.model)
     if distributed:
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model)
+        if args.config == "ddp-free":
+            model.register_comm_hook(None, exchange_nothing)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     hvd = None
     if args.config == "horovod":
@@ -122,7 +137,7 @@ def main():
     if args.worker:
         args.config = args.worker
         return worker(args)
-    configs = ["concord", "gloo", "ceiling", "single", "horovod"]
+    configs = ["concord", "gloo", "ceiling", "single", "horovod", "ddp-free"]
     results = {c: [] for c in configs}
     for r in range(args.rounds):
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
@@ -136,6 +151,8 @@ def main():
     ratios = {"concord_over_gloo": ratio(lambda i: per["concord"][i] / per["gloo"][i]),
               "concord_over_single": ratio(lambda i: per["concord"][i] / per["single"][i]),
               "concord_over_ceiling": ratio(lambda i: per["concord"][i] / per["ceiling"][i]),
+              "concord_over_ddp_free": ratio(lambda i: per["concord"][i] / per["ddp-free"][i]),
+              "ddp_free_over_ceiling": ratio(lambda i: per["ddp-free"][i] / per["ceiling"][i]),
               "horovod_over_concord": ratio(lambda i: per["horovod"][i] / per["concord"][i]),
               "ceiling_over_single": ratio(lambda i: per["ceiling"][i] / per["single"][i]),
               "gloo_allreduce_share": ratio(lambda i: 1 - per["gloo"][i] / per["ceiling"][i])}
@@ -146,7 +163,12 @@ def main():
         print(f"{k}: {v:.2f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"model": args.model, "ranks": args.ranks, "steps": args.steps,
+            from torch_allreduce import commit  # beside this file
+            import torch
+            json.dump({"benchmark": "bench/torch_ddp.py", "commit": commit(),
+                       "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+                       "machine": f"{platform.node()} {os.cpu_count()} CPUs",
+                       "model": args.model, "ranks": args.ranks, "steps": args.steps,
                        "per_rank_batch": PER_RANK_BATCH, "samples_per_s": results,
                        "median": med, "ratios": ratios}, f, indent=1)
 
