@@ -8,13 +8,16 @@
 #include "transport/shm_arena.hpp"
 
 #include <concord/allreduce.hpp>
+#include <concord/engine.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace concord::bench {
@@ -159,6 +162,26 @@ void add_concord_impls(std::vector<Impl>& impls, const std::string& name, const 
   }
 }
 
+// `concord-engine`: the same allreduce through concord's fusion engine, as the
+// Python, TensorFlow and torch bindings reach it: one grouped enqueue of the
+// buffer and a wait, so the engine starts its cycle at once. What it adds to
+// `concord` is the engine's per-call cost (its thread's two hand-offs and the
+// cycle's negotiation). The engine reduces in place, so an out-of-place call
+// first copies the input to the output (a pass over the buffer that `concord`
+// does not make: compare the two on small and medium messages).
+Impl engine_impl(const AllreduceOptions& o, const Communicator& comm) {
+  auto engine = std::make_shared<Engine>(comm);  // collective: every rank parses --impl alike
+  const std::size_t esize = size_of(o.dtype);
+  return {"concord-engine", "engine", [engine, o, esize](const void* s, void* r, std::size_t n) {
+            if (s != r) std::memcpy(r, s, n * esize);
+            const std::vector<std::string> names{"concord-bench/allreduce"};
+            for (Handle& h : engine->enqueue_grouped_allreduce(names, {TensorView{r, n, o.dtype}},
+                                                               o.op, 1.0, 1.0)) {
+              h.wait();
+            }
+          }};
+}
+
 }  // namespace
 
 std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm,
@@ -169,6 +192,8 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
       add_concord_impls(impls, name, o, comm, false);
     } else if (name == "mpi") {
       impls.push_back(mpi_impl(name, o, comm));
+    } else if (name == "concord-engine") {
+      impls.push_back(engine_impl(o, comm));
     } else if (name == "concord-copy") {
       for (Algorithm a : o.algorithms) {
         impls.push_back(
@@ -200,7 +225,7 @@ std::vector<Impl> make_impls(const AllreduceOptions& o, const Communicator& comm
     } else {
       throw std::invalid_argument(
           "--impl: unknown implementation '" + name +
-          "' (accepted: concord, concord-copy, concord-shared, mpi, mpi-shared, "
+          "' (accepted: concord, concord-copy, concord-engine, concord-shared, mpi, mpi-shared, "
           "roofline, roofline-shared; with --device cuda: concord-peer, concord-rounds, "
           "concord-staged, nccl, device-one-shot, device-two-shot)");
     }
