@@ -53,10 +53,23 @@ Completer::~Completer() {
 void Completer::post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(pool_->mutex);
-    pool_->tasks.push_back(std::move(task));
-    if (pool_->tasks.size() > pool_->idle && threads_.size() < kMaxThreads) {
-      threads_.emplace_back([pool = pool_] { run(pool); });
+    // Once the destructor has taken the threads, a thread started here would be
+    // left joinable (std::terminate): the threads still draining take the task,
+    // and where none is left it runs here, so that no Work is left incomplete.
+    if (pool_->stopping && pool_->live == 0) {
+      // Run below, outside the lock.
+    } else {
+      pool_->tasks.push_back(std::move(task));
+      if (!pool_->stopping && pool_->tasks.size() > pool_->idle && threads_.size() < kMaxThreads) {
+        ++pool_->live;
+        threads_.emplace_back([pool = pool_] { run(pool); });
+      }
+      task = nullptr;
     }
+  }
+  if (task) {
+    task();
+    return;
   }
   pool_->wake.notify_one();
 }
@@ -67,7 +80,10 @@ void Completer::run(const std::shared_ptr<Pool>& pool) {
     ++pool->idle;
     pool->wake.wait(lock, [&] { return pool->stopping || !pool->tasks.empty(); });
     --pool->idle;
-    if (pool->tasks.empty()) return;  // stopping, and nothing left
+    if (pool->tasks.empty()) {  // stopping, and nothing left
+      --pool->live;
+      return;
+    }
     auto task = std::move(pool->tasks.front());
     pool->tasks.pop_front();
     lock.unlock();

@@ -60,6 +60,7 @@ class Completer {
     std::condition_variable wake;
     std::deque<std::function<void()>> tasks;
     std::size_t idle = 0;
+    std::size_t live = 0;  // threads started and not yet returned
     bool stopping = false;
   };
   static void run(const std::shared_ptr<Pool>& pool);
