@@ -59,6 +59,33 @@ def commit():
         return "unknown"
 
 
+def report(args, impls, batches, ranks, torch_version):
+    """Rank 0: the table of medians, and the JSON record (--json)."""
+    rows = []
+    print(f"{'bytes':>10} {'concord us':>11} {'gloo us':>10} {'py us':>9} {'floor us':>9} "
+          f"{'gloo/concord':>13} {'concord/py':>11} {'floor/py':>9}")
+    for n in args.sizes:
+        med = {impl: statistics.median(batches[impl][n]) for impl in impls}
+        rows.append({"bytes": n, **{f"{impl}_s": med[impl] for impl in impls},
+                     "gloo_over_concord": med["gloo"] / med["concord"],
+                     "concord_over_concord_py": med["concord"] / med["concord-py"],
+                     "floor_over_concord_py": med["floor"] / med["concord-py"],
+                     "batches": {impl: batches[impl][n] for impl in impls}})
+        print(f"{n:>10} {med['concord'] * 1e6:>11.1f} {med['gloo'] * 1e6:>10.1f} "
+              f"{med['concord-py'] * 1e6:>9.1f} {med['floor'] * 1e6:>9.1f} "
+              f"{med['gloo'] / med['concord']:>13.2f} "
+              f"{med['concord'] / med['concord-py']:>11.2f} "
+              f"{med['floor'] / med['concord-py']:>9.2f}")
+    if args.json:
+        record = {"benchmark": "bench/torch_allreduce.py", "ranks": ranks,
+                  "rounds": args.rounds, "commit": commit(),
+                  "torch": torch_version, "python": platform.python_version(),
+                  "machine": f"{platform.node()} {os.cpu_count()} CPUs",
+                  "date": time.strftime("%Y-%m-%d"), "rows": rows}
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-m", "--sizes", type=size_range, default=size_range("4:64M"),
@@ -122,29 +149,7 @@ def main():
                 batches[impl][n].append(timed(impl, tensor, array, calls))
 
     if rank == 0:
-        rows = []
-        print(f"{'bytes':>10} {'concord us':>11} {'gloo us':>10} {'py us':>9} {'floor us':>9} "
-              f"{'gloo/concord':>13} {'concord/py':>11} {'floor/py':>9}")
-        for n in args.sizes:
-            med = {impl: statistics.median(batches[impl][n]) for impl in impls}
-            rows.append({"bytes": n, **{f"{impl}_s": med[impl] for impl in impls},
-                         "gloo_over_concord": med["gloo"] / med["concord"],
-                         "concord_over_concord_py": med["concord"] / med["concord-py"],
-                         "floor_over_concord_py": med["floor"] / med["concord-py"],
-                         "batches": {impl: batches[impl][n] for impl in impls}})
-            print(f"{n:>10} {med['concord'] * 1e6:>11.1f} {med['gloo'] * 1e6:>10.1f} "
-                  f"{med['concord-py'] * 1e6:>9.1f} {med['floor'] * 1e6:>9.1f} "
-                  f"{med['gloo'] / med['concord']:>13.2f} "
-                  f"{med['concord'] / med['concord-py']:>11.2f} "
-                  f"{med['floor'] / med['concord-py']:>9.2f}")
-        if args.json:
-            record = {"benchmark": "bench/torch_allreduce.py", "ranks": size,
-                      "rounds": args.rounds, "commit": commit(),
-                      "torch": torch.__version__, "python": platform.python_version(),
-                      "machine": f"{platform.node()} {os.cpu_count()} CPUs",
-                      "date": time.strftime("%Y-%m-%d"), "rows": rows}
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(record, f, indent=1)
+        report(args, impls, batches, size, torch.__version__)
     dist.destroy_process_group()
 
 

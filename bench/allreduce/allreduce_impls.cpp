@@ -83,6 +83,10 @@ std::vector<Impl> make_device_impls(const AllreduceOptions& o, const Communicato
       } else if (comm.rank() == 0) {
         fmt::print(stderr, "concord-bench: skipping nccl: {}\n", why);
       }
+    } else if (name == "concord-engine") {
+      throw std::invalid_argument(
+          "--impl concord-engine times host buffers only: run it without "
+          "--device cuda");
     } else {
       throw std::invalid_argument(
           "--impl: unknown implementation '" + name +

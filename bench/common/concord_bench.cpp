@@ -73,11 +73,13 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
       ->capture_default_str();
   ar->add_option("--impl", a.impls,
                  "Comma list of concord, mpi, concord-copy (concord without single-copy reads), "
+                 "concord-engine (host only: through the fusion engine, one grouped enqueue and "
+                 "a wait, after copying the input to the output; --algo does not apply), "
                  "concord-shared (concord on buffers from allocate_shared), mpi-shared (MPI on "
                  "them), roofline (host memcpy in to out), roofline-shared (the same on "
-                 "allocate_shared buffers), nccl, device-one-shot and device-two-shot (with "
-                 "--device cuda: the device-synchronised kernels alone, one node); run "
-                 "interleaved")
+                 "allocate_shared buffers), nccl, concord-peer, concord-rounds, concord-staged, "
+                 "device-one-shot and device-two-shot (with --device cuda; the last two: the "
+                 "device-synchronised kernels alone, one node); run interleaved")
       ->capture_default_str();
   ar->add_option("--device", a.device,
                  "Where the buffers are: cpu, or cuda (GPU local_rank % GPUs; mpi then stages "

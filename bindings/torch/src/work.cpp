@@ -54,17 +54,17 @@ void Completer::post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(pool_->mutex);
     // Once the destructor has taken the threads, a thread started here would be
-    // left joinable (std::terminate): the threads still draining take the task,
-    // and where none is left it runs here, so that no Work is left incomplete.
-    if (pool_->stopping && pool_->live == 0) {
-      // Run below, outside the lock.
-    } else {
+    // left joinable (std::terminate). An idle thread still draining takes the
+    // task; where none is idle (all gone, or all busy, perhaps the poster itself,
+    // which may wait on this very task) it runs here, so no Work is left
+    // incomplete and the destructor's join cannot wait on it.
+    const bool run_here = pool_->stopping && pool_->idle <= pool_->tasks.size();
+    if (!run_here) {
       pool_->tasks.push_back(std::move(task));
+      task = nullptr;
       if (!pool_->stopping && pool_->tasks.size() > pool_->idle && threads_.size() < kMaxThreads) {
-        ++pool_->live;
         threads_.emplace_back([pool = pool_] { run(pool); });
       }
-      task = nullptr;
     }
   }
   if (task) {
@@ -80,10 +80,7 @@ void Completer::run(const std::shared_ptr<Pool>& pool) {
     ++pool->idle;
     pool->wake.wait(lock, [&] { return pool->stopping || !pool->tasks.empty(); });
     --pool->idle;
-    if (pool->tasks.empty()) {  // stopping, and nothing left
-      --pool->live;
-      return;
-    }
+    if (pool->tasks.empty()) return;  // stopping, and nothing left
     auto task = std::move(pool->tasks.front());
     pool->tasks.pop_front();
     lock.unlock();

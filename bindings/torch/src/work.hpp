@@ -44,7 +44,9 @@ class ConcordWork final : public c10d::Work {
 // thread starts (up to kMaxThreads), so a blocked task never holds up the ones
 // it waits for. The threads end, after the queue drains, on destruction; one
 // that destroys the Completer from a task of its own is detached, and ends once
-// that task returns.
+// that task returns. A task posted while it is being destroyed runs on the
+// poster's thread unless an idle thread takes it (the backend stops its engine
+// first, so that poster is never an engine thread).
 class Completer {
  public:
   static constexpr std::size_t kMaxThreads = 16;
@@ -60,7 +62,6 @@ class Completer {
     std::condition_variable wake;
     std::deque<std::function<void()>> tasks;
     std::size_t idle = 0;
-    std::size_t live = 0;  // threads started and not yet returned
     bool stopping = false;
   };
   static void run(const std::shared_ptr<Pool>& pool);
