@@ -3,6 +3,7 @@ against a reference computed here from every rank's inputs (which each rank can
 generate itself: they are functions of the rank)."""
 import functools
 import operator
+import time
 
 import pytest
 import torch
@@ -212,6 +213,25 @@ def test_subgroup_and_gloo_group_side_by_side(group):
     assert torch.equal(t, torch.full((3,), float(sum(range(size)))))
     dist.destroy_process_group(sub)
     dist.destroy_process_group(gloo)
+
+
+def test_destroying_a_group_waits_for_its_completions(group):
+    # A Future's callback still running when destroy_process_group returns could
+    # outlive the interpreter (a tensor let go of without the GIL at exit).
+    sub = dist.new_group(backend="concord")
+    ran = []
+
+    def slow_callback(fut):
+        time.sleep(0.3)
+        ran.append(fut.value()[0].sum().item())
+        return fut.value()
+
+    t = torch.ones(8)
+    work = dist.all_reduce(t, group=sub, async_op=True)
+    work.get_future().then(slow_callback)
+    work.wait()  # done; its Future's callback runs next, on the backend's completer
+    dist.destroy_process_group(sub)
+    assert ran == [8.0 * dist.get_world_size()]
 
 
 def test_coalesced_call_with_more_tensors_than_the_name_window(group):

@@ -92,6 +92,9 @@ void ConcordBackend::shutdown() {
   } catch (...) {
     // Shutdown gives up on gone peers itself; nothing more to do at exit.
   }
+  // The engine has completed every collective by now; their completions finish
+  // here, before the caller goes on (to interpreter exit, perhaps).
+  completer_.drain();
 }
 
 concord::Engine& ConcordBackend::engine(const char* call) {

@@ -1,5 +1,8 @@
 #include "work.hpp"
 
+#include <Python.h>
+
+#include <algorithm>
 #include <utility>
 
 namespace concord_torch {
@@ -83,10 +86,35 @@ void Completer::run(const std::shared_ptr<Pool>& pool) {
     if (pool->tasks.empty()) return;  // stopping, and nothing left
     auto task = std::move(pool->tasks.front());
     pool->tasks.pop_front();
+    ++pool->running;
     lock.unlock();
-    task();  // tasks catch their own errors (finish_launch)
+    task();          // tasks catch their own errors (finish_launch)
+    task = nullptr;  // what it holds goes before it counts as done (drain)
     lock.lock();
+    if (--pool->running == 0 && pool->tasks.empty()) pool->drained.notify_all();
   }
+}
+
+void Completer::drain() {
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    const auto me = std::this_thread::get_id();
+    if (std::any_of(threads_.begin(), threads_.end(),
+                    [me](const std::thread& t) { return t.get_id() == me; })) {
+      return;
+    }
+  }
+  // A task may run a Python callback (a Future's then()): it needs the GIL,
+  // which a Python caller of shutdown may hold. Bounded, so that a task stuck
+  // in user code cannot keep the process from exiting.
+  PyThreadState* released =
+      Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  {
+    std::unique_lock<std::mutex> lock(pool_->mutex);
+    pool_->drained.wait_for(lock, kDrainLimit,
+                            [&] { return pool_->tasks.empty() && pool_->running == 0; });
+  }
+  if (released != nullptr) PyEval_RestoreThread(released);
 }
 
 }  // namespace concord_torch

@@ -11,6 +11,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -50,18 +51,28 @@ class ConcordWork final : public c10d::Work {
 class Completer {
  public:
   static constexpr std::size_t kMaxThreads = 16;
+  static constexpr std::chrono::seconds kDrainLimit{30};
   Completer();
   ~Completer();
   Completer(const Completer&) = delete;
   Completer& operator=(const Completer&) = delete;
   void post(std::function<void()> task);
+  // Waits until every task posted so far has run (returns at once on one of
+  // the pool's own threads, which cannot wait for itself). A task that ends a
+  // collective lets go of its tensors; one that does so while the interpreter
+  // finalises needs the GIL that is gone, and ends its thread by a forced
+  // unwind through a noexcept destructor: std::terminate. The backend's
+  // shutdown (destroy_process_group, the package's exit handler) drains first.
+  void drain();
 
  private:
   struct Pool {  // shared with the threads, so a detached one outlives the Completer safely
     std::mutex mutex;
     std::condition_variable wake;
+    std::condition_variable drained;  // tasks empty and none running
     std::deque<std::function<void()>> tasks;
     std::size_t idle = 0;
+    std::size_t running = 0;
     bool stopping = false;
   };
   static void run(const std::shared_ptr<Pool>& pool);
