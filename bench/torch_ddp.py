@@ -20,7 +20,8 @@ Throughput is global samples per second over the timed steps (after warm-up), th
 slowest rank's time. Prints each configuration's median over the rounds and the
 medians of the ratios taken within each round (concord/gloo, concord/single,
 concord/ceiling, concord/ddp-free, ddp-free/ceiling, horovod/concord), and for gloo the share of
-its step spent in allreduce (its step against the ceiling's). Run it from the repository root; needs concord with its torch backend.
+its step spent in allreduce (its step against the ceiling's). Run it from the repository root;
+needs concord with its torch backend.
 """
 import argparse
 import json

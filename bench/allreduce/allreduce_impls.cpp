@@ -176,9 +176,10 @@ void add_concord_impls(std::vector<Impl>& impls, const std::string& name, const 
 Impl engine_impl(const AllreduceOptions& o, const Communicator& comm) {
   auto engine = std::make_shared<Engine>(comm);  // collective: every rank parses --impl alike
   const std::size_t esize = size_of(o.dtype);
-  return {"concord-engine", "engine", [engine, o, esize](const void* s, void* r, std::size_t n) {
+  const std::vector<std::string> names{"concord-bench/allreduce"};  // made once, not per call
+  return {"concord-engine", "engine",
+          [engine, o, esize, names](const void* s, void* r, std::size_t n) {
             if (s != r) std::memcpy(r, s, n * esize);
-            const std::vector<std::string> names{"concord-bench/allreduce"};
             for (Handle& h : engine->enqueue_grouped_allreduce(names, {TensorView{r, n, o.dtype}},
                                                                o.op, 1.0, 1.0)) {
               h.wait();

@@ -129,10 +129,6 @@ std::string buffers_of(const AllreduceOptions& o, std::string_view impl) {
   return o.ordinary_buffers ? "ordinary" : "thp";
 }
 
-}  // namespace
-
-namespace {
-
 // One measurement's record, before the run's context and tags.
 nlohmann::json record_of(const Measurement& m, const AllreduceOptions& o, int ranks,
                          const nlohmann::json& where) {

@@ -18,15 +18,20 @@ std::string bound_text(std::uint64_t ns) {
                           : fmt::format("{:g} s", static_cast<double>(ns) / 1e9);
 }
 
+// Who meets whom through the arena's flags, as the calls and the probe both say it.
+template <class Meeting>
+void meet_through(const SharedArena& arena, Meeting& m) {
+  m.rank = arena.rank();
+  m.ranks = arena.size();
+  for (int r = 0; r < m.ranks; ++r) {
+    m.flags[r] = reinterpret_cast<cuda::PeerFlags*>(arena.header(r));
+  }
+}
+
 // What every call's kernels share: the arena's flags, the record, the bound.
 cuda::PeerAllreduce call_of(const PeerSpace& space, DataType dtype, ReduceOp op) {
-  const SharedArena& arena = *space.arena;
   cuda::PeerAllreduce c;
-  c.rank = arena.rank();
-  c.ranks = arena.size();
-  for (int r = 0; r < c.ranks; ++r) {
-    c.flags[r] = reinterpret_cast<cuda::PeerFlags*>(arena.header(r));
-  }
+  meet_through(*space.arena, c);
   c.dtype = dtype;
   c.op = op;
   c.max_blocks = space.blocks;
@@ -131,13 +136,8 @@ void exchange_on_boards(SharedArena& arena, std::uint64_t exchanges, const void*
 
 ProbeOutcome probe_peer_concurrency(PeerSpace& space, cuda::PeerProbeResult* result, int rounds,
                                     std::uint64_t bound_ns, CudaStream stream, Executor& fence) {
-  const SharedArena& arena = *space.arena;
   cuda::PeerProbe probe;
-  probe.rank = arena.rank();
-  probe.ranks = arena.size();
-  for (int r = 0; r < probe.ranks; ++r) {
-    probe.flags[r] = reinterpret_cast<cuda::PeerFlags*>(arena.header(r));
-  }
+  meet_through(*space.arena, probe);
   probe.timeout_ns = bound_ns;
   probe.result = result;
   // One meeting first: the ranks start at different times (the first launch of a

@@ -132,9 +132,10 @@ struct PeerProbe {
 };
 void peer_probe(const PeerProbe& probe, CudaStream stream);
 
-// The fewest blocks of the calls' kernels (every dtype and op, one and two shot) that
-// one multiprocessor of the current device keeps resident at once: what set-up
-// sizes the grids by (every block of every rank's kernel must be resident together).
+// The fewest blocks of the calls' kernels (every dtype and op; one shot, two shot and
+// direct) that one multiprocessor of the current device keeps resident at once: what
+// set-up sizes the grids by (every block of every rank's kernel must be resident
+// together).
 int peer_blocks_per_multiprocessor();
 
 }  // namespace concord::detail::cuda

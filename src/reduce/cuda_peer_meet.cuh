@@ -37,7 +37,7 @@ template <class T>
 struct PeerArgs {
   Meet meet;
   T* in[kMaxPeerRanks];
-  T* out[kMaxPeerRanks];  // two shot only
+  T* out[kMaxPeerRanks];  // two shot and direct only
   const T* source;        // null: in[rank] holds the data
   T* result;
   std::size_t count;
