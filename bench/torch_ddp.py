@@ -2,7 +2,7 @@
 """DDP training throughput over the concord backend, against gloo, one process and
 the machine's own ceiling for N ranks.
 
-    bench/torch_ddp.py [--model mlp|cnn] [--rounds 3] [--steps 30] [--json F]
+    bench/torch_ddp.py [--model mlp|cnn] [--batch 64] [--rounds 3] [--steps 30] [--json F]
 
 Runs, each round in a rotating order, every configuration as its own job with every
 rank pinned to a core and one torch thread per rank:
@@ -32,17 +32,17 @@ import subprocess
 import sys
 import time
 
-PER_RANK_BATCH = 64
-
-
 def make_model(name):
+    """The MLP: 1.9 M parameters (7.3 MB of gradients). The CNN: two small
+    convolutions and a wide dense head, 1.6 M parameters (6.5 MB), so that its
+    gradients, not only its compute, are those of a model worth distributing."""
     import torch.nn as nn
     if name == "mlp":
         return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
                              nn.Linear(1024, 10))
-    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Linear(256, 10))
+    return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(32 * 7 * 7, 1024), nn.ReLU(), nn.Linear(1024, 10))
 
 
 def exchange_nothing(state, bucket):
@@ -80,7 +80,7 @@ def worker(args):
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     ranks_in_job = size if args.config != "single" else 1
-    batch = PER_RANK_BATCH * (args.ranks if args.config == "single" else 1)
+    batch = args.batch * (args.ranks if args.config == "single" else 1)
     shape = (batch, 784) if args.model == "mlp" else (batch, 1, 28, 28)
     x, y = torch.randn(*shape), torch.randint(0, 10, (batch,))
 
@@ -106,7 +106,7 @@ def worker(args):
         dist.destroy_process_group()
     if hvd:
         elapsed = hvd.allreduce(torch.tensor([elapsed]), op=hvd.Max).item()
-    samples = PER_RANK_BATCH * args.ranks * args.steps
+    samples = args.batch * args.ranks * args.steps
     if rank == 0:
         print(json.dumps({"config": args.config, "elapsed_s": elapsed, "ranks": ranks_in_job,
                           "samples_per_s": samples / elapsed}))
@@ -114,20 +114,29 @@ def worker(args):
 
 def run_job(args, config):
     me = [sys.executable, os.path.abspath(__file__), "--worker", config, "--model", args.model,
-          "--steps", str(args.steps), "--warmup", str(args.warmup), "--ranks", str(args.ranks)]
+          "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
+          "--ranks", str(args.ranks)]
     n = 1 if config == "single" else args.ranks
     cmd = [args.mpiexec, "-bind-to", "core", "-n", str(n)] + me
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    # torch's gloo backend can end its process with std::terminate at interpreter
+    # exit (its worker thread lets go of tensors after Python has finalised),
+    # after the job printed its result: the timing stands, the crash is reported.
+    gloo_exit = config == "gloo" and bool(lines) and "terminate called" in out.stderr
+    if out.returncode != 0 and not gloo_exit:
         sys.exit(f"torch_ddp: {config} failed:\n{out.stderr[-3000:]}")
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("{")][-1]
-    return json.loads(line)
+    if out.returncode != 0:
+        print(f"torch_ddp: {config}: gloo's std::terminate at exit, after its result",
+              file=sys.stderr)
+    return json.loads(lines[-1])
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--batch", type=int, default=64, help="samples per rank and step")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--ranks", type=int, default=2)
@@ -135,6 +144,8 @@ def main():
     p.add_argument("--json")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if min(args.batch, args.rounds, args.steps, args.ranks) < 1 or args.warmup < 0:
+        p.error("--batch, --rounds, --steps and --ranks must be at least 1, --warmup at least 0")
     if args.worker:
         args.config = args.worker
         return worker(args)
@@ -170,7 +181,7 @@ def main():
                        "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
                        "machine": f"{platform.node()} {os.cpu_count()} CPUs",
                        "model": args.model, "ranks": args.ranks, "steps": args.steps,
-                       "per_rank_batch": PER_RANK_BATCH, "samples_per_s": results,
+                       "per_rank_batch": args.batch, "samples_per_s": results,
                        "median": med, "ratios": ratios}, f, indent=1)
 
 

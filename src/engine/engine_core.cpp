@@ -116,6 +116,7 @@ std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works,
     }
   }
   std::vector<Handle> handles;
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     if (stop_error_) throw *stop_error_;  // why it stopped, not just that it did
@@ -139,8 +140,9 @@ std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works,
       handles.push_back(Handle(w));
     }
     start_now_ = start_now_ || (whole_group && !works.empty());
+    wake = whole_group || idle_;
   }
-  if (whole_group) wake_.notify_all();
+  if (wake) wake_.notify_all();
   return handles;
 }
 
@@ -198,8 +200,11 @@ void EngineCore::loop() {
 }
 
 void EngineCore::cycles() {
+  // A live peer may sleep out an idle cycle before it answers (wait_for_next_cycle).
+  const double longest_sleep_s =
+      std::max(cycle_time_ms_ / 1000, std::chrono::duration<double>(kIdleCycle).count());
   Negotiator negotiator(control_.mpi_comm(), control_.rank(), control_.size(), stall_,
-                        config().transport_timeout_s, cycle_time_ms_ / 1000);
+                        config().transport_timeout_s, longest_sleep_s);
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(cycle_time_ms_));
   // Tensors of whole groups given to the negotiator and not yet agreed (engine
@@ -228,6 +233,11 @@ void EngineCore::cycles() {
     // Peers may already be gone when we shut down: do not wait for ever. An
     // exception here ends the cycles (loop() fails the pending handles).
     Negotiator::Outcome out = negotiator.cycle(std::move(fresh), stopping, stopping ? 10.0 : 0.0);
+    // The ranks left the exchange together (within a poll), so the next cycle
+    // is timed from here, not from `start`: timed from each rank's own start,
+    // the ranks' timers keep whatever offset they have, and the rank ahead then
+    // polls out that offset in every exchange (half a core, idle, at 1 ms).
+    const auto met = Clock::now();
     for (const auto& w : out.ready) group_tensors_waiting -= w->in_whole_group ? 1 : 0;
     for (const auto& [w, error] : out.failed) group_tensors_waiting -= w->in_whole_group ? 1 : 0;
     for (auto& [w, error] : out.failed) complete(w, error);
@@ -249,9 +259,31 @@ void EngineCore::cycles() {
     }
     if (out.shutdown) break;
     if (group_tensors_waiting > 0 && Clock::now() < hurry_until) continue;
-    std::unique_lock lock(mutex_);
-    wake_.wait_until(lock, start + cycle, [&] { return stop_requested_.load() || start_now_; });
+    wait_for_next_cycle(met, cycle);
   }
+}
+
+void EngineCore::wait_for_next_cycle(Clock::time_point met, Clock::duration cycle) {
+  std::unique_lock lock(mutex_);
+  const auto woken = [&] { return stop_requested_.load() || start_now_; };
+  if (!in_flight_.empty() || woken()) {
+    wake_.wait_until(lock, met + cycle, woken);
+    return;
+  }
+  // Nothing of this rank's is in flight, so no collective anywhere can run
+  // before it submits one: its cycles only answer the peers' (their shutdown,
+  // rank 0's stall reports), which bear an idle pace. At the cycle time each
+  // idle cycle's exchange (MPI's progress yields the core in every poll) took a
+  // fifth to a half of the core that the application computes on. The first
+  // submission wakes it; a lone tensor then waits for the next tick of the
+  // usual cycle grid (kept from `met`, the same on every rank) to meet others.
+  idle_ = true;
+  wake_.wait_until(lock, met + std::max<Clock::duration>(cycle, kIdleCycle),
+                   [&] { return woken() || !queue_.empty(); });
+  idle_ = false;
+  if (woken() || queue_.empty()) return;
+  const auto ticks = (Clock::now() - met) / cycle + 1;
+  wake_.wait_until(lock, met + ticks * cycle, woken);
 }
 
 void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,

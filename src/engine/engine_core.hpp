@@ -63,6 +63,12 @@ class EngineCore {
   void validate(const Work& work) const;
   void loop();    // the engine thread: cycles, then fails what is left
   void cycles();  // until shutdown or a negotiation failure
+  // Between cycles: a cycle time after the ranks last met (`met`), or sooner
+  // when a whole group or the stop comes; an idle pace while nothing is in flight.
+  void wait_for_next_cycle(Clock::time_point met, Clock::duration cycle);
+  // The pace of an idle engine's cycles: short beside the stall warnings and
+  // timeouts that ride on them (seconds), long beside the cost of one cycle.
+  static constexpr std::chrono::milliseconds kIdleCycle{20};
   void execute(const std::vector<std::shared_ptr<Work>>& ready, Clock::time_point agreed);
   void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
   void run_buckets_in_place(const std::vector<Bucket>& buckets, Clock::time_point agreed);
@@ -112,12 +118,13 @@ class EngineCore {
   DeviceBucketStatePtr device_buckets_;  // device fusion buffer and stream, made on first use
   TaskThread packer_;
 
-  // Guards queue_, start_now_, in_flight_, stopped_, stop_error_; stop_requested_
+  // Guards queue_, start_now_, idle_, in_flight_, stopped_, stop_error_; stop_requested_
   // is set under it.
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::shared_ptr<Work>> queue_;
   bool start_now_ = false;  // queue_ holds a whole group: cycle without waiting
+  bool idle_ = false;       // the engine thread sleeps an idle cycle: any submit wakes it
   // Every work submitted and not yet completed, wherever it is (queue_, the
   // negotiator, a bucket): the engine fails what is left here when it stops.
   std::unordered_map<std::string, std::shared_ptr<Work>> in_flight_;

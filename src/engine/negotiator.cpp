@@ -165,10 +165,11 @@ std::vector<std::uint64_t> Negotiator::exchange_bits(std::vector<std::uint64_t> 
 
 // Why the transport's deadline (plus one cycle) fits every negotiation wait, the
 // first exchange of a cycle included: every rank's engine thread cycles at least
-// every cycle_time_ms whether or not its application submits anything
-// (EngineCore::cycles), so the exchanges never wait for the application (a
-// validation pass, a checkpoint, a slow input pipeline). A live peer enters the
-// next exchange once it has slept out its cycle (added to the limit) and
+// every cycle time, or its idle pace, whether or not its application submits
+// anything (EngineCore::wait_for_next_cycle), so the exchanges never wait for the
+// application (a validation pass, a checkpoint, a slow input pipeline). A live
+// peer enters the next exchange once it has slept out its cycle (added to the
+// limit) and
 // finished its part of the last cycle's collectives, which every rank runs
 // together, message by message, under the same deadline in the transport; the
 // later exchanges of a cycle follow the first at once. So on a live job every
