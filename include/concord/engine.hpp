@@ -77,7 +77,9 @@ struct EngineOptions {
   // tensor may be packed. Unset: CONCORD_FUSION_IN_PLACE_BYTES or 256 KiB.
   std::optional<std::size_t> fusion_in_place_bytes;
   // How long a cycle waits for more tensors before negotiating, in milliseconds.
-  // Unset: CONCORD_CYCLE_TIME_MS or the built-in default.
+  // 0 (back to back) to 10000; an engine with nothing in flight cycles every
+  // 20 ms at most until its next submission (docs/ENGINE.md). Unset:
+  // CONCORD_CYCLE_TIME_MS or the built-in default.
   std::optional<double> cycle_time_ms;
   // Warn about (and, if set, fail) tensors that some ranks have not submitted.
   // Unset: CONCORD_STALL_WARNING_S (60) and CONCORD_STALL_TIMEOUT_S (off).

@@ -44,6 +44,18 @@ void require_thread_multiple(int rank) {
   }
 }
 
+// EngineOptions::cycle_time_ms as CONCORD_CYCLE_TIME_MS allows it: 0 (cycles
+// back to back) to 10 s.
+double checked_cycle_time_ms(double ms, int rank) {
+  if (!(ms >= 0 && ms <= 10000)) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("Engine: EngineOptions::cycle_time_ms is {}; it must be 0 to 10000 "
+                            "(milliseconds)",
+                            ms));
+  }
+  return ms;
+}
+
 // Prints why the engine stops; never throws (it runs where an exception would
 // end in std::terminate).
 void report_stop(const std::exception_ptr& e, int rank) noexcept {
@@ -63,7 +75,8 @@ EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
           config().fusion_threshold.value_or(default_fusion_threshold(comm.num_nodes())))),
       fusion_in_place_bytes_(in_place_limit(options.fusion_in_place_bytes.value_or(
           config().fusion_in_place_bytes.value_or(kDefaultFusionInPlaceBytes)))),
-      cycle_time_ms_(options.cycle_time_ms.value_or(config().cycle_time_ms)),
+      cycle_time_ms_(checked_cycle_time_ms(options.cycle_time_ms.value_or(config().cycle_time_ms),
+                                           comm.rank())),
       stall_{options.stall_warning_s.value_or(config().stall_warning_s),
              options.stall_timeout_s.value_or(config().stall_timeout_s)},
       algorithm_(options.algorithm) {
@@ -200,9 +213,11 @@ void EngineCore::loop() {
 }
 
 void EngineCore::cycles() {
-  // A live peer may sleep out an idle cycle before it answers (wait_for_next_cycle).
+  // A live peer may sleep out an idle cycle, and then wait for the next tick of
+  // the cycle grid, before it answers (wait_for_next_cycle).
   const double longest_sleep_s =
-      std::max(cycle_time_ms_ / 1000, std::chrono::duration<double>(kIdleCycle).count());
+      std::max(cycle_time_ms_ / 1000, std::chrono::duration<double>(kIdleCycle).count()) +
+      cycle_time_ms_ / 1000;
   Negotiator negotiator(control_.mpi_comm(), control_.rank(), control_.size(), stall_,
                         config().transport_timeout_s, longest_sleep_s);
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
@@ -281,7 +296,8 @@ void EngineCore::wait_for_next_cycle(Clock::time_point met, Clock::duration cycl
   wake_.wait_until(lock, met + std::max<Clock::duration>(cycle, kIdleCycle),
                    [&] { return woken() || !queue_.empty(); });
   idle_ = false;
-  if (woken() || queue_.empty()) return;
+  // A cycle time of 0 (allowed: cycles back to back) has no grid to wait for.
+  if (woken() || queue_.empty() || cycle <= Clock::duration::zero()) return;
   const auto ticks = (Clock::now() - met) / cycle + 1;
   wake_.wait_until(lock, met + ticks * cycle, woken);
 }

@@ -7,7 +7,9 @@
 #include <concord/concord.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace concord;
@@ -54,4 +56,37 @@ TEST_CASE("a grouped allreduce starts its cycle at once and a lone tensor still 
   float lone = 1.0f;
   engine.enqueue_allreduce("cycle/lone", {&lone, 1, DataType::Float32}, ReduceOp::Sum).wait();
   CHECK(lone == static_cast<float>(ranks));
+}
+
+TEST_CASE("an idle engine wakes for a lone tensor, with a cycle time of 0 too", "[engine]") {
+  Communicator comm = Communicator::world();
+  const int ranks = comm.size();
+  for (const double cycle_ms : {0.0, 5.0}) {
+    INFO("cycle time " << cycle_ms << " ms");
+    EngineOptions options;
+    options.cycle_time_ms = cycle_ms;
+    Engine engine(comm, options);
+    for (int call = 0; call < 3; ++call) {
+      // Long enough that nothing is in flight for several idle cycles (20 ms each).
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      float lone = static_cast<float>(comm.rank() + call);
+      engine.enqueue_allreduce("idle/lone", {&lone, 1, DataType::Float32}, ReduceOp::Sum).wait();
+      CHECK(lone == static_cast<float>(ranks * (ranks - 1) / 2 + ranks * call));
+    }
+  }
+}
+
+TEST_CASE("an engine rejects a cycle time that is negative, not a number or too long", "[engine]") {
+  Communicator comm = Communicator::world();
+  for (const double bad : {-1.0, std::nan(""), 1e5}) {
+    EngineOptions options;
+    options.cycle_time_ms = bad;
+    try {
+      Engine engine(comm, options);
+      FAIL("an engine was made with cycle_time_ms " << bad);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+      CHECK_THAT(e.what(), Catch::Contains("cycle_time_ms"));
+    }
+  }
 }
