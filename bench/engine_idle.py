@@ -18,7 +18,6 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -27,15 +26,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402  (after the BLAS thread count)
 
 import concord  # noqa: E402
-
-
-def commit():
-    try:
-        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+from records import commit  # noqa: E402  (beside this file)
 
 
 def cpu_seconds():

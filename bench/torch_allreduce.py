@@ -22,11 +22,12 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+from records import commit  # beside this file
 
 
 def parse_size(text):
@@ -48,15 +49,6 @@ def size_range(spec):
         sizes.append(low)
         low *= 4
     return sizes
-
-
-def commit():
-    try:
-        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def report(args, impls, batches, ranks, torch_version):

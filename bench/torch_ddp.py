@@ -175,7 +175,7 @@ def main():
         print(f"{k}: {v:.2f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            from torch_allreduce import commit  # beside this file
+            from records import commit  # beside this file
             import torch
             json.dump({"benchmark": "bench/torch_ddp.py", "commit": commit(),
                        "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
