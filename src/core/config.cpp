@@ -56,7 +56,7 @@ void parse_engine_settings(const EnvLookup& lookup, Config& config) {
         parse_unsigned("CONCORD_FUSION_IN_PLACE_BYTES", *v, 0, 1ull << 34);
   }
   if (auto v = lookup("CONCORD_CYCLE_TIME_MS"); v && !v->empty()) {
-    config.cycle_time_ms = parse_seconds("CONCORD_CYCLE_TIME_MS", *v, 10000);
+    config.cycle_time_ms = parse_seconds("CONCORD_CYCLE_TIME_MS", *v, kMaxCycleTimeMs);
   }
   if (auto v = lookup("CONCORD_STALL_WARNING_S"); v && !v->empty()) {
     config.stall_warning_s = parse_seconds("CONCORD_STALL_WARNING_S", *v, 1e7);

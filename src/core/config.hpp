@@ -27,6 +27,9 @@ enum class DevicePeerMode {
   Off,   // never: the IPC rounds, as before the path existed
 };
 
+// The longest cycle time CONCORD_CYCLE_TIME_MS and EngineOptions::cycle_time_ms accept.
+constexpr double kMaxCycleTimeMs = 10000;
+
 struct Config {
   // CONCORD_ALLREDUCE_ALGORITHM: replaces Algorithm::Auto (not an explicit choice).
   std::optional<Algorithm> algorithm_override;

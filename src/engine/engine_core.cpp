@@ -45,13 +45,13 @@ void require_thread_multiple(int rank) {
 }
 
 // EngineOptions::cycle_time_ms as CONCORD_CYCLE_TIME_MS allows it: 0 (cycles
-// back to back) to 10 s.
+// back to back) to kMaxCycleTimeMs.
 double checked_cycle_time_ms(double ms, int rank) {
-  if (!(ms >= 0 && ms <= 10000)) {
+  if (!(ms >= 0 && ms <= kMaxCycleTimeMs)) {
     throw Error(ErrorCode::InvalidArgument, rank,
-                fmt::format("Engine: EngineOptions::cycle_time_ms is {}; it must be 0 to 10000 "
+                fmt::format("Engine: EngineOptions::cycle_time_ms is {}; it must be 0 to {} "
                             "(milliseconds)",
-                            ms));
+                            ms, kMaxCycleTimeMs));
   }
   return ms;
 }
