@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string_view>
 
 namespace concord {
 
@@ -28,6 +29,21 @@ struct AllreduceOptions {
   // on it afterwards sees the result; the call may return before the GPU has done
   // it (docs/GPU.md, "Using it"), so synchronise the stream before the host reads.
   CudaStream stream = nullptr;
+  // A call that must fail rather than hang (what a framework's process group
+  // promises): > 0 makes the ranks exchange the call's arguments before any data
+  // moves, waiting at most this many seconds for each other. Ranks that passed
+  // different arguments then fail with Error(Mismatch) on every rank, naming them,
+  // with nothing moved; the communicator stays usable. Ranks that have not arrived
+  // by then fail the call with Error(Timeout) naming them, and the communicator
+  // has failed: every later call on it throws that error again, and a peer that
+  // arrives late, or waits for this rank in shared memory, fails too instead of
+  // waiting (docs/API.md, "Calls that fail instead of hanging"). Host buffers only;
+  // one message to every other rank, so meant for a node's ranks. 0: no exchange
+  // (CONCORD_CHECK_ARGS=1 still checks the arguments, without a deadline).
+  double agreement_timeout_s = 0;
+  // Names the call in those errors ("all_reduce #3 of group 'default'"); it must
+  // outlive the call.
+  std::string_view label{};
 };
 
 // recv[i] = op over ranks of send[i], for i < count, on every rank of `comm`.

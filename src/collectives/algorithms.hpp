@@ -102,6 +102,7 @@ enum Tag : int {
   kTagBroadcast = 104,
   kTagAllgather = 105,
   kTagAlltoall = 106,
+  kTagCallAgreement = 107,  // not an algorithm's: a checked call's signatures (dispatch)
 };
 
 }  // namespace concord::detail

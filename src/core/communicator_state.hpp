@@ -3,7 +3,13 @@
 
 #include "core/mpi_comm.hpp"
 
+#include <concord/error.hpp>
+
+#include <array>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
 namespace concord::detail {
 
@@ -54,6 +60,14 @@ struct CommunicatorState {
   // thread works on shared memory, made by the first call that overlaps them
   // (dispatch/dispatch.cpp).
   mutable std::shared_ptr<TaskThread> network_thread;
+  // Why this communicator failed, once it has (a checked call's peers did not
+  // arrive, a wait for a peer passed its deadline): every later call throws it
+  // again (dispatch/call_agreement.hpp).
+  mutable std::optional<Error> failure;
+  // Signature rows of checked calls whose sends had not finished when the call
+  // ended (a peer that gave up, or came late, never receives them): MPI may still
+  // read them, so they live as long as the communicator.
+  mutable std::vector<std::unique_ptr<std::array<std::int64_t, 7>>> orphaned_rows;
 };
 
 // Builds the topology of `comm` (collective over it). `virtual_nodes` > 1 splits

@@ -70,48 +70,57 @@ void validate_buffers(const char* what, const void* send, const void* recv, std:
   }
 }
 
-void check_agreement(const char* what, const CallSignature& mine, bool locally_valid,
-                     const Communicator& comm) {
-  const int size = comm.size();
-  constexpr int kFields = 7;
-  const std::int64_t row[kFields] = {static_cast<std::int64_t>(mine.count),
-                                     mine.dtype,
-                                     mine.op,
-                                     mine.algorithm,
-                                     mine.device,
-                                     mine.ring_segment_bytes,
-                                     locally_valid ? 1 : 0};
-  std::vector<std::int64_t> all(static_cast<std::size_t>(kFields * size));
-  check_mpi(
-      MPI_Allgather(row, kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T, comm.mpi_comm()),
-      "MPI_Allgather", comm.rank());
-  auto signature_of = [&](int r) {
-    const std::int64_t* v = &all[static_cast<std::size_t>(kFields * r)];
+SignatureRow signature_row(const CallSignature& mine, bool locally_valid) {
+  return {static_cast<std::int64_t>(mine.count),
+          mine.dtype,
+          mine.op,
+          mine.algorithm,
+          mine.device,
+          mine.ring_segment_bytes,
+          locally_valid ? 1 : 0};
+}
+
+void judge_signatures(const char* what, std::string_view label,
+                      const std::vector<SignatureRow>& rows, bool locally_valid, int rank) {
+  const std::string call = label.empty() ? std::string(what) : fmt::format("{} ({})", what, label);
+  auto signature_of = [&](const SignatureRow& v) {
     return CallSignature{static_cast<std::uint64_t>(v[0]), v[1], v[2], v[3], v[4], v[5]};
   };
   std::vector<int> failed;
-  for (int r = 0; r < size; ++r) {
-    if (all[static_cast<std::size_t>(kFields * r + kFields - 1)] == 0) failed.push_back(r);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].back() == 0) failed.push_back(static_cast<int>(r));
   }
   if (!failed.empty()) {
     if (!locally_valid) return;  // the caller throws its own, more precise error
-    throw Error(ErrorCode::Mismatch, comm.rank(),
+    throw Error(ErrorCode::Mismatch, rank,
                 fmt::format("{}: rank(s) {} rejected their arguments (see the error on those "
                             "ranks); no data was moved",
-                            what, fmt::join(failed, ", ")));
+                            call, fmt::join(failed, ", ")));
   }
-  const CallSignature reference = signature_of(0);
-  for (int r = 1; r < size; ++r) {
-    const CallSignature other = signature_of(r);
+  const CallSignature reference = signature_of(rows.at(0));
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    const CallSignature other = signature_of(rows[r]);
     if (other.count != reference.count || other.dtype != reference.dtype ||
         other.op != reference.op || other.algorithm != reference.algorithm ||
         other.device != reference.device ||
         other.ring_segment_bytes != reference.ring_segment_bytes) {
-      throw Error(ErrorCode::Mismatch, comm.rank(),
-                  fmt::format("{}: ranks disagree: rank {} passed {}, but rank 0 passed {}", what,
-                              r, describe(other), describe(reference)));
+      throw Error(ErrorCode::Mismatch, rank,
+                  fmt::format("{}: ranks disagree: rank {} passed {}, but rank 0 passed {}; no "
+                              "data was moved",
+                              call, r, describe(other), describe(reference)));
     }
   }
+}
+
+void check_agreement(const char* what, const CallSignature& mine, bool locally_valid,
+                     const Communicator& comm) {
+  const SignatureRow row = signature_row(mine, locally_valid);
+  std::vector<SignatureRow> all(static_cast<std::size_t>(comm.size()));
+  const int fields = static_cast<int>(row.size());
+  check_mpi(MPI_Allgather(row.data(), fields, MPI_INT64_T, all.data(), fields, MPI_INT64_T,
+                          comm.mpi_comm()),
+            "MPI_Allgather", comm.rank());
+  judge_signatures(what, {}, all, locally_valid, comm.rank());
 }
 
 }  // namespace concord::detail

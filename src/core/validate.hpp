@@ -4,8 +4,11 @@
 #include <concord/communicator.hpp>
 #include <concord/types.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 namespace concord::detail {
 
@@ -26,6 +29,19 @@ struct CallSignature {
 // send/recv ranges that overlap without being identical.
 void validate_buffers(const char* what, const void* send, const void* recv, std::size_t count,
                       DataType dtype, ReduceOp op, int rank);
+
+// A signature as ranks exchange it: its fields, then 1 where the rank's own
+// validation passed (0 where it failed).
+using SignatureRow = std::array<std::int64_t, 7>;
+SignatureRow signature_row(const CallSignature& mine, bool locally_valid);
+
+// Given every rank's row, in rank order: throws Error(Mismatch) where some rank
+// failed its validation (unless this one did too: the caller throws its own) or
+// a signature differs from rank 0's, naming the ranks and both values. Every rank
+// that judges the same rows decides the same. `label` (may be empty) names the
+// call after `what`.
+void judge_signatures(const char* what, std::string_view label,
+                      const std::vector<SignatureRow>& rows, bool locally_valid, int rank);
 
 // Collective: every rank shares its signature and whether its own validation
 // failed. Throws on every rank (Error(Mismatch)) if any rank failed or any

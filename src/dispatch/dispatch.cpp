@@ -10,6 +10,7 @@
 #include "core/task_thread.hpp"
 #include "core/validate.hpp"
 #include "device/device_path.hpp"
+#include "dispatch/call_agreement.hpp"
 #include "dispatch/paths.hpp"
 #include "reduce/host_executor.hpp"
 #include "reduce/reduce_kernels.hpp"
@@ -20,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -91,6 +93,12 @@ void validate_options(const char* what, const AllreduceOptions& options, int ran
         ErrorCode::InvalidArgument, rank,
         fmt::format("{}: ring_segment_bytes {} is outside {} … {} (0 takes the default)", what,
                     options.ring_segment_bytes, kMinRingSegmentBytes, kMaxRingSegmentBytes));
+  }
+  if (!(options.agreement_timeout_s >= 0) || !std::isfinite(options.agreement_timeout_s)) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("{}: agreement_timeout_s {} is not a number of seconds >= 0 (0: no "
+                            "agreement)",
+                            what, options.agreement_timeout_s));
   }
 }
 
@@ -187,6 +195,7 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
                         DataType dtype, ReduceOp op, const Communicator& comm,
                         const AllreduceOptions& options) {
   ensure_not_finalized("concord::allreduce");
+  check_not_failed(comm);
   check_device_failure(comm);
   const Config& cfg = config();
   const int rank = comm.rank();
@@ -206,21 +215,32 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
                                                               ranks_share_a_node(comm));
   const std::size_t segment =
       options.ring_segment_bytes != 0 ? options.ring_segment_bytes : cfg.ring_segment_bytes;
-  if (cfg.check_args) {
-    check_agreement(what,
-                    {count, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(op),
-                     static_cast<std::int64_t>(algorithm), static_cast<std::int64_t>(device),
-                     static_cast<std::int64_t>(segment)},
-                    !local_error, comm);
+  const CallSignature signature{count,
+                                static_cast<std::int64_t>(dtype),
+                                static_cast<std::int64_t>(op),
+                                static_cast<std::int64_t>(algorithm),
+                                static_cast<std::int64_t>(device),
+                                static_cast<std::int64_t>(segment)};
+  if (options.agreement_timeout_s > 0) {
+    agree_within(what, options.label, signature, !local_error, comm, options.agreement_timeout_s);
+  } else if (cfg.check_args) {
+    check_agreement(what, signature, !local_error, comm);
   }
   if (local_error) throw *local_error;
   if (count == 0) return;
   const Call call{send,      recv,    count,         dtype, op, options.algorithm,
                   algorithm, segment, options.stream};
-  if (device == Device::Cuda) {
-    run_device_allreduce(call, comm, options.device.has_value());
-  } else {
-    run_host_allreduce(call, comm);
+  try {
+    if (device == Device::Cuda) {
+      run_device_allreduce(call, comm, options.device.has_value());
+    } else {
+      run_host_allreduce(call, comm);
+    }
+  } catch (const Error& e) {
+    // A wait past its deadline, or a peer that gave up: the ranks are out of step
+    // on this communicator for good.
+    if (e.code() == ErrorCode::Timeout) fail_communicator(comm, e);
+    throw;
   }
 }
 
@@ -242,6 +262,7 @@ void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype,
 }
 
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {
+  check_not_failed(comm);
   if (comm.size() == 1 || bytes == 0) return;
   MpiTransport transport(comm.mpi_comm());
   broadcast_binomial(transport, buf, bytes, root);
@@ -249,12 +270,14 @@ void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicat
 
 void dispatch_allgatherv(const void* mine, void* out, const std::vector<std::size_t>& block_bytes,
                          const Communicator& comm) {
+  check_not_failed(comm);
   MpiTransport transport(comm.mpi_comm());
   allgatherv_ring(transport, mine, out, block_bytes);
 }
 
 void dispatch_alltoallv(const void* send, const std::vector<std::size_t>& send_bytes, void* recv,
                         const std::vector<std::size_t>& recv_bytes, const Communicator& comm) {
+  check_not_failed(comm);
   MpiTransport transport(comm.mpi_comm());
   alltoallv_pairwise(transport, send, send_bytes, recv, recv_bytes);
 }

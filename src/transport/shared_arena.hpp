@@ -47,8 +47,15 @@ class SharedArena {
   virtual void publish(std::uint64_t value) = 0;
   virtual std::uint64_t published() const = 0;
   // Returns once `peer`'s counter is at least `value`: spins briefly, then yields
-  // the core, so more ranks than cores still make progress.
+  // the core, so more ranks than cores still make progress. Throws
+  // Error(Timeout) naming the peer where it poisoned its counter first.
   virtual void wait_for(int peer, std::uint64_t value) const = 0;
+  // This rank gives up on the arena (its communicator failed: a call timed out).
+  // A peer's wait_for() of a value this rank's counter had not reached then
+  // throws instead of waiting for ever; values it had reached still count. For
+  // good: the counter stays poisoned. Default: nothing (an arena whose waits end
+  // by other means).
+  virtual void poison() {}
 
   // Single copy: whether read_peer() works from every rank of the arena to every
   // other (agreed on all of them when the arena was made; false where the

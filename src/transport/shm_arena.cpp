@@ -385,19 +385,39 @@ std::byte* ShmArena::peer_view(int peer, const void* from, std::size_t bytes) co
   return heap(peer) + offset;
 }
 
+namespace {
+// The top bit of a counter: its owner gave up on the communicator (poison()).
+// The bits below keep the last value it published, so waits for values it had
+// reached still pass.
+constexpr std::uint64_t kPoisoned = std::uint64_t{1} << 63;
+}  // namespace
+
 void ShmArena::publish(std::uint64_t value) {
   std::atomic_ref<std::uint64_t>(*counter(rank_)).store(value, std::memory_order_release);
 }
 
 std::uint64_t ShmArena::published() const {
-  return std::atomic_ref<std::uint64_t>(*counter(rank_)).load(std::memory_order_relaxed);
+  return std::atomic_ref<std::uint64_t>(*counter(rank_)).load(std::memory_order_relaxed) &
+         ~kPoisoned;
+}
+
+void ShmArena::poison() {
+  std::atomic_ref<std::uint64_t>(*counter(rank_)).fetch_or(kPoisoned, std::memory_order_release);
+}
+
+void ShmArena::throw_poisoned(int peer) const {
+  throw Error(ErrorCode::Timeout, world_rank_,
+              fmt::format("shared memory: the node's local rank {} gave up on this communicator "
+                          "(a call of its timed out waiting for its peers) before this call's "
+                          "data reached it; this call fails, and the communicator has failed",
+                          peer));
 }
 
 bool ShmArena::wait_until(int peer, std::uint64_t value,
                           std::chrono::steady_clock::time_point deadline) const {
   std::atomic_ref<std::uint64_t> flag(*counter(peer));
-  while (flag.load(std::memory_order_acquire) < value) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+  for (std::uint64_t v; ((v = flag.load(std::memory_order_acquire)) & ~kPoisoned) < value;) {
+    if ((v & kPoisoned) != 0 || std::chrono::steady_clock::now() >= deadline) return false;
     sched_yield();
   }
   return true;
@@ -409,7 +429,9 @@ void ShmArena::wait_for(int peer, std::uint64_t value) const {
   // yielding lets it run.
   constexpr int kSpinsBeforeYield = 512;
   std::atomic_ref<std::uint64_t> flag(*counter(peer));
-  for (int spins = 0; flag.load(std::memory_order_acquire) < value; ++spins) {
+  std::uint64_t v = 0;
+  for (int spins = 0; ((v = flag.load(std::memory_order_acquire)) & ~kPoisoned) < value; ++spins) {
+    if ((v & kPoisoned) != 0) throw_poisoned(peer);
     if (spins < kSpinsBeforeYield) {
 #if defined(__x86_64__)
       _mm_pause();

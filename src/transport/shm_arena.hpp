@@ -39,8 +39,9 @@ class ShmArena final : public SharedArena {
   void publish(std::uint64_t value) override;
   std::uint64_t published() const override;
   void wait_for(int peer, std::uint64_t value) const override;
+  void poison() override;
   // wait_for, giving up at `deadline`: false when the peer's counter had not
-  // reached `value` by then (a peer that is gone, at teardown).
+  // reached `value` by then (a peer that is gone, at teardown) or was poisoned.
   bool wait_until(int peer, std::uint64_t value,
                   std::chrono::steady_clock::time_point deadline) const;
 
@@ -61,6 +62,7 @@ class ShmArena final : public SharedArena {
   struct Layout;
   ShmArena(std::byte* base, int fd, const Layout& layout, int rank, int size, int world_rank);
   std::uint64_t* counter(int owner) const;
+  [[noreturn]] void throw_poisoned(int peer) const;  // wait_for, on a poisoned counter
   // Beside the counter, on its second line: the owner's pid and the address of
   // its probe word, for probe_peer_reads and read_peer, and where its heap
   // lies in its own address space, for peer_view.

@@ -187,16 +187,94 @@ def test_bool_allreduce_is_a_type_error(group):
         dist.all_reduce(torch.ones(3, dtype=torch.bool))
 
 
-def test_counts_that_differ_fail_on_every_rank(group):
-    t = torch.ones(10 + dist.get_rank())
+def direct_group(**kwargs):
+    """A concord group whose synchronous allreduces take the direct path."""
+    import os
+
+    os.environ["CONCORD_TORCH_DIRECT"] = "1"  # read as the group is made
+    try:
+        return dist.new_group(backend="concord", **kwargs)
+    finally:
+        del os.environ["CONCORD_TORCH_DIRECT"]
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["engine", "direct"])
+def test_counts_that_differ_fail_on_every_rank(group, direct):
     if dist.get_world_size() == 1:
         pytest.skip("needs two ranks")
-    with pytest.raises(ValueError, match="ranks submitted it differently"):
-        dist.all_reduce(t)
+    g = direct_group() if direct else None
+    t = torch.ones(10 + dist.get_rank())
+    # The direct path's checked exchange words it one way, the engine another.
+    match = "ranks disagree: rank 1 passed count=11" if direct else "ranks submitted it differently"
+    with pytest.raises(ValueError, match=match):
+        dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.ones(10 + dist.get_rank()))  # nothing moved
     # The group goes on working afterwards.
     t = torch.ones(4)
-    dist.all_reduce(t)
+    dist.all_reduce(t, group=g)
     assert torch.equal(t, torch.full((4,), float(dist.get_world_size())))
+    if g is not None:
+        dist.destroy_process_group(g)
+
+
+@pytest.mark.parametrize("dtype", REDUCE_DTYPES, ids=str)
+def test_direct_allreduce_every_dtype(group, dtype):
+    if dist.get_world_size() == 1:
+        pytest.skip("one rank has no direct path")
+    g = direct_group()
+    for n, op in ((1, "sum"), (1000, "max"), (70000, "sum")):
+        t = rank_input(dist.get_rank(), n, dtype)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM, group=g)
+        expected = reference(op, everyone(n, dtype))
+        if dtype.is_floating_point:
+            assert torch.allclose(t.double(), expected,
+                                  rtol=1e-2 if t.element_size() == 2 else 1e-6)
+        else:
+            assert torch.equal(t, expected.to(dtype))
+    t = rank_input(dist.get_rank(), 64, torch.float32)[::2]  # not contiguous: staged
+    dist.all_reduce(t, group=g)
+    assert torch.equal(t.double(), reference("sum", everyone(64, torch.float32))[::2])
+    dist.destroy_process_group(g)
+
+
+def test_a_synchronous_allreduce_runs_after_the_asynchronous_ones_before_it(group):
+    # The direct path must not overtake the engine's collectives: here both reduce
+    # the same tensor, so its order shows in the result (size * size * x).
+    size = dist.get_world_size()
+    g = direct_group()
+    for n in (1, 1000, 1 << 18):
+        t = rank_input(dist.get_rank(), n, torch.float64)
+        works = [dist.all_reduce(t, async_op=True, group=g)]
+        dist.all_reduce(t, group=g)
+        expected = reference("sum", everyone(n, torch.float64)) * size
+        works[0].wait()
+        assert torch.equal(t, expected)
+    dist.destroy_process_group(g)
+
+
+def test_a_rank_that_never_comes_fails_a_synchronous_call_for_good(group):
+    import datetime
+
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size == 1:
+        pytest.skip("needs two ranks")
+    late = size - 1
+    g = direct_group(timeout=datetime.timedelta(seconds=1))
+    t = torch.ones(64)
+    dist.all_reduce(t, group=g)
+    if rank != late:
+        start = time.monotonic()
+        with pytest.raises(dist.DistBackendError,
+                           match=f"all_reduce #2 of group .*rank {late} did not reach this call"):
+            dist.all_reduce(t, group=g)
+        assert 1.0 <= time.monotonic() - start < 30
+        with pytest.raises(dist.DistBackendError, match="did not reach this call"):
+            dist.all_reduce(t, group=g)  # the group has failed for good
+    dist.barrier()  # on the default group: the late rank comes now
+    if rank == late:
+        with pytest.raises(dist.DistBackendError, match="gave up on this communicator"):
+            dist.all_reduce(t, group=g)
+    dist.destroy_process_group(g)
 
 
 def test_subgroup_and_gloo_group_side_by_side(group):

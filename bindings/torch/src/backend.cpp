@@ -32,11 +32,14 @@ concord::EngineOptions engine_options(std::chrono::milliseconds timeout) {
 // Work, the steps and the handles out of it: what they hold (the tensors) is
 // released when the collective completes, not when the engine forgets it.
 struct LaunchState {
-  LaunchState(c10::intrusive_ptr<ConcordWork> w, std::vector<Step> s)
+  LaunchState(c10::intrusive_ptr<ConcordWork> w, std::vector<Step> s, InFlight* f)
       : remaining(static_cast<int>(s.size())),
         handles(s.size()),
         work(std::move(w)),
-        steps(std::move(s)) {}
+        steps(std::move(s)),
+        in_flight(f) {
+    in_flight->add();
+  }
   std::atomic<int> remaining;
   std::mutex mutex;
   std::exception_ptr error;  // the first
@@ -44,6 +47,7 @@ struct LaunchState {
   std::promise<void> enqueued;
   c10::intrusive_ptr<ConcordWork> work;
   std::vector<Step> steps;
+  InFlight* in_flight;  // the backend's, which outlives its completer's tasks
   void fail(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!error) error = std::move(e);
@@ -66,6 +70,9 @@ void finish_launch(const std::shared_ptr<LaunchState>& state) {
       error = std::current_exception();
     }
   }
+  // Its results are in place: a direct call may run now. Before the Work's
+  // callbacks, which may wait for one.
+  state->in_flight->done();
   work->complete(error);
 }
 
@@ -73,10 +80,14 @@ void finish_launch(const std::shared_ptr<LaunchState>& state) {
 
 ConcordBackend::ConcordBackend(int rank, int size, const std::vector<int64_t>& world_ranks,
                                std::chrono::milliseconds timeout, const std::string& group_name)
-    : c10d::Backend(rank, size), names_(group_name, kNameWindow) {
+    : c10d::Backend(rank, size),
+      timeout_(timeout),
+      group_name_(group_name),
+      names_(group_name, kNameWindow) {
   try {
     const concord::Communicator comm = group_communicator(rank, size, world_ranks);
     engine_ = std::make_unique<concord::Engine>(comm, engine_options(timeout));
+    direct_ = direct_communicator(comm);
   } catch (const concord::Error& e) {
     throw_torch_error(e);
   }
@@ -111,7 +122,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::launch(c10d::OpType type, const c
     return work;
   }
   const std::size_t count = steps.size();
-  auto state = std::make_shared<LaunchState>(work, std::move(steps));
+  auto state = std::make_shared<LaunchState>(work, std::move(steps), &in_flight_);
   Completer* completer = &completer_;
   auto finish = [completer, state] { completer->post([state] { finish_launch(state); }); };
   // Step i could not be enqueued: the Work fails with `error` once the steps
@@ -132,11 +143,17 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::launch(c10d::OpType type, const c
         names_.in_flight(step.names[n], state->handles[i][n]);
       }
     } catch (const concord::Error& e) {
-      if (i == 0) throw_torch_error(e);  // nothing in flight yet: raise at once
+      if (i == 0) {  // nothing in flight yet: raise at once
+        in_flight_.done();
+        throw_torch_error(e);
+      }
       give_up(work_error(e), i);
       break;
     } catch (...) {
-      if (i == 0) throw;
+      if (i == 0) {
+        in_flight_.done();
+        throw;
+      }
       give_up(std::current_exception(), i);
       break;
     }
@@ -186,6 +203,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce(std::vector<at::Tensor>
                                                          const c10d::AllreduceOptions& opts) {
   TORCH_CHECK_VALUE(tensors.size() == 1, "concord: allreduce takes one tensor per rank, not ",
                     tensors.size());
+  if (takes_direct_path(tensors, opts)) return allreduce_direct(tensors[0], opts);
   std::vector<Step> steps;
   steps.push_back(allreduce_step(tensors, opts.reduceOp, "allreduce"));
   return launch(c10d::OpType::ALLREDUCE, "concord:all_reduce", tensors, std::move(steps));

@@ -1,9 +1,17 @@
 // concord as a torch.distributed backend: a c10d::Backend whose collectives go
 // through a concord::Engine on the group's own MPI communicator.
 //
-// Every collective is asynchronous: it is enqueued on the engine and returns a
-// ConcordWork at once; the engine runs it when every rank of the group has
-// submitted it (fusing allreduces that are ready together), and the Work and its
+// With CONCORD_TORCH_DIRECT=1, a synchronous allreduce (async_op=False) of CPU
+// tensors, in a group on one node, runs on the calling thread instead
+// (direct.cpp), after the engine's earlier work for this group: c10d's calls
+// come in the same order on every rank, so they need no negotiation, and the
+// checked call's exchange keeps what the negotiation gives (a mismatch fails on
+// every rank, a missing rank is named after the group's timeout). It is opt-in
+// because it needs every rank to pass the same async_op to a call, which DDP's
+// Join does not (a joined rank shadows the others' asynchronous allreduces with
+// synchronous ones). Every other collective is asynchronous: it is
+// enqueued on the engine and returns a ConcordWork at once; the engine runs it when every rank of
+// the group has submitted it (fusing allreduces that are ready together), and the Work and its
 // Future complete on the backend's completer thread (work.hpp). The group's
 // timeout becomes the engine's stall timeout, so a rank that never submits a
 // collective fails it on every rank with an error naming the collective and the
@@ -18,15 +26,29 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace concord_torch {
 
 // One engine enqueue of a collective, and what to do with its results.
+// The engine collectives this backend launched and has not finished: a direct
+// call waits until there are none, so it runs after them as it was called.
+struct InFlight {
+  std::mutex mutex;
+  std::condition_variable idle;
+  std::size_t count = 0;
+  void add();
+  void done();
+  void wait_idle();
+};
+
 struct Step {
   std::vector<std::string> names;
   // Enqueues under `names` with `done` as the completion; returns the handles.
@@ -126,8 +148,21 @@ class ConcordBackend final : public c10d::Backend {
   Step reducescatter_step(at::Tensor input, at::Tensor output, const c10d::ReduceOp& op,
                           const char* call, std::string name);
   concord::Engine& engine(const char* call);
+  // The direct path (direct.cpp): whether this allreduce takes it, and running it.
+  bool takes_direct_path(const std::vector<at::Tensor>& tensors,
+                         const c10d::AllreduceOptions& opts);
+  c10::intrusive_ptr<c10d::Work> allreduce_direct(at::Tensor& tensor,
+                                                  const c10d::AllreduceOptions& opts);
 
   std::unique_ptr<concord::Engine> engine_;
+  // The direct path's own communicator (null where the group spans nodes or has
+  // one rank), and the serialisation of its calls.
+  std::optional<concord::Communicator> direct_;
+  std::mutex direct_mutex_;
+  std::uint64_t direct_calls_ = 0;
+  std::chrono::milliseconds timeout_;
+  std::string group_name_;
+  InFlight in_flight_;
   CollectiveNames names_;
   Completer completer_;  // last: joined first, while the engine is still alive
 };

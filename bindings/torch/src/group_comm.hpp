@@ -4,6 +4,7 @@
 #include <concord/communicator.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace concord_torch {
@@ -15,5 +16,14 @@ namespace concord_torch {
 // (a RANK or WORLD_SIZE that is not MPI's, a group this process is not in).
 concord::Communicator group_communicator(int rank, int size,
                                          const std::vector<int64_t>& world_ranks);
+
+// The direct path's communicator (backend.hpp): a duplicate of `group` where
+// CONCORD_TORCH_DIRECT=1 (read when the group is made; anything but 0 or 1 is
+// an error) and its ranks, more than one, share one node; none otherwise (across nodes a late
+// rank would wait out CONCORD_TRANSPORT_TIMEOUT_S in MPI, not the group's
+// timeout). Collective over the group: a first allreduce on it sets up its
+// shared memory now, so that a rank coming late to a call that timed out meets
+// its peers' poisoned counters there, not a set-up that nobody else joins.
+std::optional<concord::Communicator> direct_communicator(const concord::Communicator& group);
 
 }  // namespace concord_torch

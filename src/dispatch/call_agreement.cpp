@@ -1,0 +1,128 @@
+// The checked call's signature exchange, and a communicator's failure.
+#include "dispatch/call_agreement.hpp"
+
+#include "collectives/algorithms.hpp"
+#include "core/communicator_state.hpp"
+#include "core/mpi_check.hpp"
+#include "core/mpi_wait.hpp"
+#include "transport/shared_arena.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+namespace concord::detail {
+namespace {
+
+// The exchange's requests: a receive from every peer (recvs[p], null for this
+// rank) and a send to every peer.
+struct Exchange {
+  std::vector<MPI_Request> recvs;
+  std::vector<MPI_Request> sends;
+};
+
+// After the deadline: which peers' rows never came, their receives cancelled.
+std::vector<std::string> abandon_receives(Exchange& ex, MPI_Comm comm, int rank) {
+  std::vector<std::string> missing;
+  for (std::size_t p = 0; p < ex.recvs.size(); ++p) {
+    if (ex.recvs[p] == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    check_mpi(MPI_Test(&ex.recvs[p], &done, MPI_STATUS_IGNORE), "MPI_Test", rank);
+    if (done) continue;
+    missing.push_back(describe_peer(comm, static_cast<int>(p)));
+    MPI_Cancel(&ex.recvs[p]);
+    MPI_Wait(&ex.recvs[p], MPI_STATUS_IGNORE);
+  }
+  return missing;
+}
+
+// Sends that have not finished are let go: a peer that gave up cancelled its
+// receive, so waiting for them could last for ever. MPI still completes them
+// if the peer comes, reading `row`, which the communicator then keeps.
+void release_sends(Exchange& ex, std::unique_ptr<SignatureRow> row, const CommunicatorState& state,
+                   int rank) {
+  int done = 0;
+  check_mpi(
+      MPI_Testall(static_cast<int>(ex.sends.size()), ex.sends.data(), &done, MPI_STATUSES_IGNORE),
+      "MPI_Testall", rank);
+  if (done) return;
+  for (MPI_Request& r : ex.sends) {
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  }
+  state.orphaned_rows.push_back(std::move(row));
+}
+
+}  // namespace
+
+void agree_within(const char* what, std::string_view label, const CallSignature& mine,
+                  bool locally_valid, const Communicator& comm, double timeout_s) {
+  const CommunicatorState& state = comm.state();
+  const int rank = comm.rank();
+  const int size = comm.size();
+  std::vector<SignatureRow> rows(static_cast<std::size_t>(size));
+  rows[static_cast<std::size_t>(rank)] = signature_row(mine, locally_valid);
+  if (size == 1) {
+    judge_signatures(what, label, rows, locally_valid, rank);
+    return;
+  }
+  auto row = std::make_unique<SignatureRow>(rows[static_cast<std::size_t>(rank)]);
+  const int fields = static_cast<int>(row->size());
+  MPI_Comm mpi = comm.mpi_comm();
+  Exchange ex{std::vector<MPI_Request>(static_cast<std::size_t>(size), MPI_REQUEST_NULL), {}};
+  // Receives first: a peer whose row has come has posted its receive of this
+  // one, so a send to it is matched.
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    check_mpi(MPI_Irecv(rows[static_cast<std::size_t>(p)].data(), fields, MPI_INT64_T, p,
+                        kTagCallAgreement, mpi, &ex.recvs[static_cast<std::size_t>(p)]),
+              "MPI_Irecv", rank);
+  }
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    ex.sends.emplace_back(MPI_REQUEST_NULL);
+    check_mpi(
+        MPI_Isend(row->data(), fields, MPI_INT64_T, p, kTagCallAgreement, mpi, &ex.sends.back()),
+        "MPI_Isend", rank);
+  }
+  const PollResult polled = poll_until_done(
+      [&](int* done) {
+        return MPI_Testall(static_cast<int>(ex.recvs.size()), ex.recvs.data(), done,
+                           MPI_STATUSES_IGNORE);
+      },
+      timeout_s);
+  check_mpi(polled.rc, "MPI_Testall", rank);
+  const std::vector<std::string> missing =
+      polled.timed_out ? abandon_receives(ex, mpi, rank) : std::vector<std::string>{};
+  release_sends(ex, std::move(row), state, rank);
+  if (!missing.empty()) {
+    const std::string call =
+        label.empty() ? std::string(what) : fmt::format("{} ({})", what, label);
+    const Error error(
+        ErrorCode::Timeout, rank,
+        fmt::format("{}: {} did not reach this call within {} s: stuck, dead, or in another "
+                    "call; nothing was moved, the communicator has failed, and its later calls "
+                    "fail with this error",
+                    call, fmt::join(missing, ", "), timeout_s));
+    fail_communicator(comm, error);
+    throw error;
+  }
+  judge_signatures(what, label, rows, locally_valid, rank);
+}
+
+void fail_communicator(const Communicator& comm, const Error& error) {
+  const CommunicatorState& state = comm.state();
+  if (!state.failure) state.failure = error;
+  if (state.arena) state.arena->poison();
+}
+
+void check_not_failed(const Communicator& comm) {
+  const CommunicatorState& state = comm.state();
+  if (state.failure) throw *state.failure;
+}
+
+}  // namespace concord::detail
