@@ -37,7 +37,8 @@ struct AllreduceOptions {
   // by then fail the call with Error(Timeout) naming them, and the communicator
   // has failed: every later call on it throws that error again, and a peer that
   // arrives late, or waits for this rank in shared memory, fails too instead of
-  // waiting (docs/API.md, "Calls that fail instead of hanging"). Host buffers only;
+  // waiting (docs/API.md, "Calls that fail instead of hanging"). Host buffers only
+  // (InvalidArgument otherwise);
   // one message to every other rank, so meant for a node's ranks. 0: no exchange
   // (CONCORD_CHECK_ARGS=1 still checks the arguments, without a deadline).
   double agreement_timeout_s = 0;

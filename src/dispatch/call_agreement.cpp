@@ -57,6 +57,38 @@ void release_sends(Exchange& ex, std::unique_ptr<SignatureRow> row, const Commun
   state.orphaned_rows.push_back(std::move(row));
 }
 
+// Posts the exchange (receives first: a peer whose row has come has posted its
+// receive of this one, so a send to it is matched) and waits for the rows until
+// `timeout_s`; returns the peers whose rows did not come.
+std::vector<std::string> exchange_rows(Exchange& ex, std::vector<SignatureRow>& rows,
+                                       const SignatureRow& row, MPI_Comm mpi, int rank,
+                                       double timeout_s) {
+  const int size = static_cast<int>(rows.size());
+  const int fields = static_cast<int>(row.size());
+  ex.sends.reserve(static_cast<std::size_t>(size));
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    check_mpi(MPI_Irecv(rows[static_cast<std::size_t>(p)].data(), fields, MPI_INT64_T, p,
+                        kTagCallAgreement, mpi, &ex.recvs[static_cast<std::size_t>(p)]),
+              "MPI_Irecv", rank);
+  }
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    ex.sends.emplace_back(MPI_REQUEST_NULL);
+    check_mpi(
+        MPI_Isend(row.data(), fields, MPI_INT64_T, p, kTagCallAgreement, mpi, &ex.sends.back()),
+        "MPI_Isend", rank);
+  }
+  const PollResult polled = poll_until_done(
+      [&](int* done) {
+        return MPI_Testall(static_cast<int>(ex.recvs.size()), ex.recvs.data(), done,
+                           MPI_STATUSES_IGNORE);
+      },
+      timeout_s);
+  check_mpi(polled.rc, "MPI_Testall", rank);
+  return polled.timed_out ? abandon_receives(ex, mpi, rank) : std::vector<std::string>{};
+}
+
 }  // namespace
 
 void agree_within(const char* what, std::string_view label, const CallSignature& mine,
@@ -71,33 +103,27 @@ void agree_within(const char* what, std::string_view label, const CallSignature&
     return;
   }
   auto row = std::make_unique<SignatureRow>(rows[static_cast<std::size_t>(rank)]);
-  const int fields = static_cast<int>(row->size());
-  MPI_Comm mpi = comm.mpi_comm();
   Exchange ex{std::vector<MPI_Request>(static_cast<std::size_t>(size), MPI_REQUEST_NULL), {}};
-  // Receives first: a peer whose row has come has posted its receive of this
-  // one, so a send to it is matched.
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    check_mpi(MPI_Irecv(rows[static_cast<std::size_t>(p)].data(), fields, MPI_INT64_T, p,
-                        kTagCallAgreement, mpi, &ex.recvs[static_cast<std::size_t>(p)]),
-              "MPI_Irecv", rank);
+  std::vector<std::string> missing;
+  try {
+    missing = exchange_rows(ex, rows, *row, comm.mpi_comm(), rank, timeout_s);
+  } catch (...) {
+    // An MPI call failed midway: nothing may still write into `rows` (on this
+    // stack) or read `row` once this returns, and the ranks are out of step.
+    for (MPI_Request& r : ex.recvs) {
+      if (r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+    for (MPI_Request& r : ex.sends) {
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    }
+    state.orphaned_rows.push_back(std::move(row));
+    fail_communicator(comm,
+                      Error(ErrorCode::MpiError, rank,
+                            fmt::format("{}: the exchange of the call's signature failed", what)));
+    throw;
   }
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    ex.sends.emplace_back(MPI_REQUEST_NULL);
-    check_mpi(
-        MPI_Isend(row->data(), fields, MPI_INT64_T, p, kTagCallAgreement, mpi, &ex.sends.back()),
-        "MPI_Isend", rank);
-  }
-  const PollResult polled = poll_until_done(
-      [&](int* done) {
-        return MPI_Testall(static_cast<int>(ex.recvs.size()), ex.recvs.data(), done,
-                           MPI_STATUSES_IGNORE);
-      },
-      timeout_s);
-  check_mpi(polled.rc, "MPI_Testall", rank);
-  const std::vector<std::string> missing =
-      polled.timed_out ? abandon_receives(ex, mpi, rank) : std::vector<std::string>{};
   release_sends(ex, std::move(row), state, rank);
   if (!missing.empty()) {
     const std::string call =

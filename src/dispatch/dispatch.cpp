@@ -206,6 +206,12 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
     validate_buffers(what, send, recv, count, dtype, op, rank);
     validate_options(what, options, rank);
     device = buffers_device(what, send, recv, count, options, rank);
+    if (device == Device::Cuda && options.agreement_timeout_s > 0) {
+      // The device paths' waits are not poisoned when a checked call fails.
+      throw Error(
+          ErrorCode::InvalidArgument, rank,
+          fmt::format("{}: agreement_timeout_s (a checked call) takes host buffers only", what));
+    }
   } catch (const Error& e) {
     local_error = e;
   }
@@ -254,11 +260,17 @@ bool tensors_in_place_supported(const Communicator& comm, Algorithm algorithm) {
 void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype, ReduceOp op,
                                 const Communicator& comm) {
   ensure_not_finalized("concord::allreduce");
+  check_not_failed(comm);
   HostExecutor exec(dtype, op);
   const ReduceContext ctx{size_of(dtype), dtype, &exec};
   const MessageView view(std::move(tensors), ctx.elem_size);
   if (view.count() == 0) return;
-  allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits(comm.state()));
+  try {
+    allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits(comm.state()));
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::Timeout) fail_communicator(comm, e);  // as dispatch_allreduce
+    throw;
+  }
 }
 
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {

@@ -393,7 +393,9 @@ constexpr std::uint64_t kPoisoned = std::uint64_t{1} << 63;
 }  // namespace
 
 void ShmArena::publish(std::uint64_t value) {
-  std::atomic_ref<std::uint64_t>(*counter(rank_)).store(value, std::memory_order_release);
+  // Only this rank writes its counter: the bit it may have set stays set.
+  std::atomic_ref<std::uint64_t> mine(*counter(rank_));
+  mine.store(value | (mine.load(std::memory_order_relaxed) & kPoisoned), std::memory_order_release);
 }
 
 std::uint64_t ShmArena::published() const {

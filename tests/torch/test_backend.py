@@ -377,3 +377,20 @@ def test_torchrun_variables_come_from_mpi(group):
     assert int(os.environ["WORLD_SIZE"]) == dist.get_world_size()
     assert 0 <= int(os.environ["LOCAL_RANK"]) < int(os.environ["LOCAL_WORLD_SIZE"])
     assert os.environ["MASTER_ADDR"] and int(os.environ["MASTER_PORT"]) > 0
+
+
+def test_a_direct_setting_that_differs_between_ranks_fails_on_every_rank(group):
+    import os
+
+    if dist.get_world_size() == 1:
+        pytest.skip("needs two ranks")
+    if dist.get_rank() == 0:
+        os.environ["CONCORD_TORCH_DIRECT"] = "1"
+    try:
+        with pytest.raises(Exception, match="CONCORD_TORCH_DIRECT is 1 on some ranks"):
+            dist.new_group(backend="concord")
+    finally:
+        os.environ.pop("CONCORD_TORCH_DIRECT", None)
+    t = torch.ones(2)
+    dist.all_reduce(t)  # the default group is unharmed
+    assert torch.equal(t, torch.full((2,), float(dist.get_world_size())))

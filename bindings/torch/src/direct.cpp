@@ -11,6 +11,8 @@
 
 #include <concord/allreduce.hpp>
 
+#include <mpi.h>
+
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -32,16 +34,44 @@ void InFlight::wait_idle() {
   idle.wait(lock, [this] { return count == 0; });
 }
 
-bool direct_path_requested() {
+namespace {
+
+// CONCORD_TORCH_DIRECT on this rank: 0, 1, or -1 where it is neither.
+int direct_setting() {
   const char* v = std::getenv("CONCORD_TORCH_DIRECT");
-  if (v == nullptr || *v == '\0' || std::string_view(v) == "0") return false;
-  if (std::string_view(v) == "1") return true;
-  throw concord::Error(concord::ErrorCode::InvalidArgument, -1,
-                       "CONCORD_TORCH_DIRECT=" + std::string(v) + ": expected 0 or 1");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "0") return 0;
+  return std::string_view(v) == "1" ? 1 : -1;
 }
 
+// Collective over `group`: whether every rank asks for the direct path. A value
+// that is not 0 or 1 on some rank, or ranks that differ, fail on every rank (a
+// rank alone without the direct communicator would hang the others' set-up).
+bool direct_path_requested(const concord::Communicator& group) {
+  const int mine = direct_setting();
+  const int in[2] = {mine, -mine};
+  int out[2] = {0, 0};
+  if (MPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, group.mpi_comm()) != MPI_SUCCESS) {
+    throw concord::Error(concord::ErrorCode::MpiError, group.rank(),
+                         "MPI_Allreduce failed agreeing on CONCORD_TORCH_DIRECT");
+  }
+  const int lowest = out[0];
+  const int highest = -out[1];
+  if (lowest == -1 || highest != lowest) {
+    throw concord::Error(
+        concord::ErrorCode::InvalidArgument, group.rank(),
+        lowest == -1 ? "CONCORD_TORCH_DIRECT: some rank's value is neither 0 nor 1"
+                     : "CONCORD_TORCH_DIRECT is 1 on some ranks of the group and not on others; "
+                       "set it the same on every rank");
+  }
+  return lowest == 1;
+}
+
+}  // namespace
+
 std::optional<concord::Communicator> direct_communicator(const concord::Communicator& group) {
-  if (!direct_path_requested() || group.size() < 2 || group.num_nodes() != 1) return std::nullopt;
+  if (group.size() < 2 || !direct_path_requested(group) || group.num_nodes() != 1) {
+    return std::nullopt;
+  }
   concord::Communicator direct(group.mpi_comm());  // duplicates it
   float token = 0;
   concord::allreduce(&token, &token, 1, concord::DataType::Float32, concord::ReduceOp::Sum, direct);
@@ -59,8 +89,10 @@ bool ConcordBackend::takes_direct_path(const std::vector<at::Tensor>& tensors,
     return false;
   }
   check_tensors(tensors, "allreduce", "tensors");
-  const ReduceSpec spec = reduce_op_of(opts.reduceOp, tensors[0].scalar_type(), "allreduce");
-  return spec.prescale == 1.0;
+  // PREMUL_SUM's factor may differ between ranks: decided by the op, not its value.
+  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) return false;
+  reduce_op_of(opts.reduceOp, tensors[0].scalar_type(), "allreduce");  // raises for bad ones
+  return true;
 }
 
 c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce_direct(
