@@ -2,11 +2,10 @@
 #pragma once
 
 #include "core/mpi_comm.hpp"
+#include "core/validate.hpp"
 
 #include <concord/error.hpp>
 
-#include <array>
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -67,7 +66,7 @@ struct CommunicatorState {
   // Signature rows of checked calls whose sends had not finished when the call
   // ended (a peer that gave up, or came late, never receives them): MPI may still
   // read them, so they live as long as the communicator.
-  mutable std::vector<std::unique_ptr<std::array<std::int64_t, 7>>> orphaned_rows;
+  mutable std::vector<std::unique_ptr<SignatureRow>> orphaned_rows;
 };
 
 // Builds the topology of `comm` (collective over it). `virtual_nodes` > 1 splits

@@ -70,6 +70,10 @@ void validate_buffers(const char* what, const void* send, const void* recv, std:
   }
 }
 
+std::string describe_call(const char* what, std::string_view label) {
+  return label.empty() ? std::string(what) : fmt::format("{} ({})", what, label);
+}
+
 SignatureRow signature_row(const CallSignature& mine, bool locally_valid) {
   return {static_cast<std::int64_t>(mine.count),
           mine.dtype,
@@ -82,7 +86,7 @@ SignatureRow signature_row(const CallSignature& mine, bool locally_valid) {
 
 void judge_signatures(const char* what, std::string_view label,
                       const std::vector<SignatureRow>& rows, bool locally_valid, int rank) {
-  const std::string call = label.empty() ? std::string(what) : fmt::format("{} ({})", what, label);
+  const std::string call = describe_call(what, label);
   auto signature_of = [&](const SignatureRow& v) {
     return CallSignature{static_cast<std::uint64_t>(v[0]), v[1], v[2], v[3], v[4], v[5]};
   };

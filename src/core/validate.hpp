@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,6 +35,9 @@ void validate_buffers(const char* what, const void* send, const void* recv, std:
 // validation passed (0 where it failed).
 using SignatureRow = std::array<std::int64_t, 7>;
 SignatureRow signature_row(const CallSignature& mine, bool locally_valid);
+
+// How errors name a call: `what`, then `label` in parentheses where there is one.
+std::string describe_call(const char* what, std::string_view label);
 
 // Given every rank's row, in rank order: throws Error(Mismatch) where some rank
 // failed its validation (unless this one did too: the caller throws its own) or

@@ -26,6 +26,13 @@ struct Exchange {
   std::vector<MPI_Request> sends;
 };
 
+// A receive that will not complete: cancelled, and waited for, so that nothing
+// writes into its buffer afterwards.
+void cancel(MPI_Request& recv) {
+  MPI_Cancel(&recv);
+  MPI_Wait(&recv, MPI_STATUS_IGNORE);
+}
+
 // After the deadline: which peers' rows never came, their receives cancelled.
 std::vector<std::string> abandon_receives(Exchange& ex, MPI_Comm comm, int rank) {
   std::vector<std::string> missing;
@@ -35,26 +42,32 @@ std::vector<std::string> abandon_receives(Exchange& ex, MPI_Comm comm, int rank)
     check_mpi(MPI_Test(&ex.recvs[p], &done, MPI_STATUS_IGNORE), "MPI_Test", rank);
     if (done) continue;
     missing.push_back(describe_peer(comm, static_cast<int>(p)));
-    MPI_Cancel(&ex.recvs[p]);
-    MPI_Wait(&ex.recvs[p], MPI_STATUS_IGNORE);
+    cancel(ex.recvs[p]);
   }
   return missing;
 }
 
+// Lets go of the sends still active: MPI completes them if their peer comes,
+// reading `row`, which the communicator then keeps.
+void free_sends(Exchange& ex, std::unique_ptr<SignatureRow> row, const CommunicatorState& state) {
+  bool freed = false;
+  for (MPI_Request& r : ex.sends) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Request_free(&r);
+    freed = true;
+  }
+  if (freed) state.orphaned_rows.push_back(std::move(row));
+}
+
 // Sends that have not finished are let go: a peer that gave up cancelled its
-// receive, so waiting for them could last for ever. MPI still completes them
-// if the peer comes, reading `row`, which the communicator then keeps.
+// receive, so waiting for them could last for ever.
 void release_sends(Exchange& ex, std::unique_ptr<SignatureRow> row, const CommunicatorState& state,
                    int rank) {
   int done = 0;
   check_mpi(
       MPI_Testall(static_cast<int>(ex.sends.size()), ex.sends.data(), &done, MPI_STATUSES_IGNORE),
       "MPI_Testall", rank);
-  if (done) return;
-  for (MPI_Request& r : ex.sends) {
-    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-  }
-  state.orphaned_rows.push_back(std::move(row));
+  if (!done) free_sends(ex, std::move(row), state);
 }
 
 // Posts the exchange (receives first: a peer whose row has come has posted its
@@ -111,14 +124,9 @@ void agree_within(const char* what, std::string_view label, const CallSignature&
     // An MPI call failed midway: nothing may still write into `rows` (on this
     // stack) or read `row` once this returns, and the ranks are out of step.
     for (MPI_Request& r : ex.recvs) {
-      if (r == MPI_REQUEST_NULL) continue;
-      MPI_Cancel(&r);
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
+      if (r != MPI_REQUEST_NULL) cancel(r);
     }
-    for (MPI_Request& r : ex.sends) {
-      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-    }
-    state.orphaned_rows.push_back(std::move(row));
+    free_sends(ex, std::move(row), state);
     fail_communicator(comm,
                       Error(ErrorCode::MpiError, rank,
                             fmt::format("{}: the exchange of the call's signature failed", what)));
@@ -126,8 +134,7 @@ void agree_within(const char* what, std::string_view label, const CallSignature&
   }
   release_sends(ex, std::move(row), state, rank);
   if (!missing.empty()) {
-    const std::string call =
-        label.empty() ? std::string(what) : fmt::format("{} ({})", what, label);
+    const std::string call = describe_call(what, label);
     const Error error(
         ErrorCode::Timeout, rank,
         fmt::format("{}: {} did not reach this call within {} s: stuck, dead, or in another "

@@ -236,18 +236,13 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
   if (count == 0) return;
   const Call call{send,      recv,    count,         dtype, op, options.algorithm,
                   algorithm, segment, options.stream};
-  try {
+  failing_on_timeout(comm, [&] {
     if (device == Device::Cuda) {
       run_device_allreduce(call, comm, options.device.has_value());
     } else {
       run_host_allreduce(call, comm);
     }
-  } catch (const Error& e) {
-    // A wait past its deadline, or a peer that gave up: the ranks are out of step
-    // on this communicator for good.
-    if (e.code() == ErrorCode::Timeout) fail_communicator(comm, e);
-    throw;
-  }
+  });
 }
 
 bool tensors_in_place_supported(const Communicator& comm, Algorithm algorithm) {
@@ -265,12 +260,9 @@ void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype,
   const ReduceContext ctx{size_of(dtype), dtype, &exec};
   const MessageView view(std::move(tensors), ctx.elem_size);
   if (view.count() == 0) return;
-  try {
+  failing_on_timeout(comm, [&] {
     allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits(comm.state()));
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::Timeout) fail_communicator(comm, e);  // as dispatch_allreduce
-    throw;
-  }
+  });
 }
 
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {

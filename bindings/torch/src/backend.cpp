@@ -203,7 +203,9 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce(std::vector<at::Tensor>
                                                          const c10d::AllreduceOptions& opts) {
   TORCH_CHECK_VALUE(tensors.size() == 1, "concord: allreduce takes one tensor per rank, not ",
                     tensors.size());
-  if (takes_direct_path(tensors, opts)) return allreduce_direct(tensors[0], opts);
+  if (const std::optional<ReduceSpec> spec = direct_path_op(tensors, opts)) {
+    return allreduce_direct(tensors[0], *spec);
+  }
   std::vector<Step> steps;
   steps.push_back(allreduce_step(tensors, opts.reduceOp, "allreduce"));
   return launch(c10d::OpType::ALLREDUCE, "concord:all_reduce", tensors, std::move(steps));

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "names.hpp"
+#include "tensors.hpp"
 #include "work.hpp"
 
 #include <concord/concord.hpp>
@@ -37,7 +38,6 @@
 
 namespace concord_torch {
 
-// One engine enqueue of a collective, and what to do with its results.
 // The engine collectives this backend launched and has not finished: a direct
 // call waits until there are none, so it runs after them as it was called.
 struct InFlight {
@@ -49,6 +49,7 @@ struct InFlight {
   void wait_idle();
 };
 
+// One engine enqueue of a collective, and what to do with its results.
 struct Step {
   std::vector<std::string> names;
   // Enqueues under `names` with `done` as the completion; returns the handles.
@@ -149,10 +150,10 @@ class ConcordBackend final : public c10d::Backend {
                           const char* call, std::string name);
   concord::Engine& engine(const char* call);
   // The direct path (direct.cpp): whether this allreduce takes it, and running it.
-  bool takes_direct_path(const std::vector<at::Tensor>& tensors,
-                         const c10d::AllreduceOptions& opts);
-  c10::intrusive_ptr<c10d::Work> allreduce_direct(at::Tensor& tensor,
-                                                  const c10d::AllreduceOptions& opts);
+  // The op as concord's where the call takes the path, none otherwise.
+  std::optional<ReduceSpec> direct_path_op(const std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts);
+  c10::intrusive_ptr<c10d::Work> allreduce_direct(at::Tensor& tensor, const ReduceSpec& spec);
 
   std::unique_ptr<concord::Engine> engine_;
   // The direct path's own communicator (null where the group spans nodes or has

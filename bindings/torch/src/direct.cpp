@@ -1,9 +1,8 @@
 // The direct path (CONCORD_TORCH_DIRECT=1; off by default): a synchronous CPU
-// allreduce on the calling thread, as a
-// checked concord::allreduce (AllreduceOptions::agreement_timeout_s) on the
-// backend's own communicator. No hand-off to the engine's thread nor back
-// through the completer: at 2 ranks on one core each those switches cost more
-// than the allreduce of a small tensor (docs/PERFORMANCE.md, "PyTorch").
+// allreduce on the calling thread, as a checked concord::allreduce
+// (AllreduceOptions::agreement_timeout_s) on the backend's own communicator. No hand-off to the
+// engine's thread nor back through the completer: at 2 ranks on one core each those switches cost
+// more than the allreduce of a small tensor (docs/PERFORMANCE.md, "PyTorch").
 #include "backend.hpp"
 #include "errors.hpp"
 #include "group_comm.hpp"
@@ -78,26 +77,24 @@ std::optional<concord::Communicator> direct_communicator(const concord::Communic
   return direct;
 }
 
-bool ConcordBackend::takes_direct_path(const std::vector<at::Tensor>& tensors,
-                                       const c10d::AllreduceOptions& opts) {
+std::optional<ReduceSpec> ConcordBackend::direct_path_op(const std::vector<at::Tensor>& tensors,
+                                                         const c10d::AllreduceOptions& opts) {
   // Only what is the same on every rank decides: async_op, the group, the
   // tensor's device and its dtype's op (a rank taking the engine while another
   // goes direct would fail both after the timeout, naming each other).
   // And a timeout: without one the checked call would have no deadline.
   if (opts.asyncOp || !direct_ || timeout_.count() <= 0 || tensors.size() != 1 ||
       is_cuda(tensors[0])) {
-    return false;
+    return std::nullopt;
   }
   check_tensors(tensors, "allreduce", "tensors");
   // PREMUL_SUM's factor may differ between ranks: decided by the op, not its value.
-  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) return false;
-  reduce_op_of(opts.reduceOp, tensors[0].scalar_type(), "allreduce");  // raises for bad ones
-  return true;
+  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) return std::nullopt;
+  return reduce_op_of(opts.reduceOp, tensors[0].scalar_type(), "allreduce");  // raises for bad ones
 }
 
-c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce_direct(
-    at::Tensor& tensor, const c10d::AllreduceOptions& opts) {
-  const ReduceSpec spec = reduce_op_of(opts.reduceOp, tensor.scalar_type(), "allreduce");
+c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce_direct(at::Tensor& tensor,
+                                                                const ReduceSpec& spec) {
   const Staged staged = stage(tensor);
   const concord::TensorView view = reduce_view(staged.dense, "allreduce");
   auto work = c10::make_intrusive<ConcordWork>(rank_, c10d::OpType::ALLREDUCE, "concord:all_reduce",
