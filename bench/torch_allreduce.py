@@ -5,7 +5,11 @@
 
 Each size is timed for every implementation in turn, the order rotating from round
 to round (interleaved, so a change in the machine's speed hits all alike):
-  concord     dist.all_reduce on the "concord" group (the default group here)
+  concord     dist.all_reduce on the "concord" group (the default group here): its direct path
+  async       the same with async_op=True, each call waited on at once: the direct path's
+              lane thread and the completer
+  engine      dist.all_reduce on a "concord" group made with CONCORD_TORCH_DIRECT=0: through
+              concord's fusion engine
   gloo        dist.all_reduce on a gloo group of the same ranks
   concord-py  concord.allreduce (concord's own Python call, no torch) on the same bytes,
               in place: what the backend adds is concord / concord-py
@@ -14,7 +18,8 @@ to round (interleaved, so a change in the machine's speed hits all alike):
               what every backend's call costs before it does anything
 A timing is the mean of a batch of calls (float32 sum), enough calls to take about
 0.1 s; the figure per implementation and size is the median of the rounds' batches.
-Rank 0 prints a table (time per call, gloo/concord, concord/concord-py, floor/concord-py) and writes
+Rank 0 prints a table (time per call, gloo/concord, concord/concord-py, async/concord-py,
+engine/concord-py, floor/concord-py) and writes
 the JSON record (--json): machine, commit, torch version, and every batch.
 """
 import argparse
@@ -54,20 +59,18 @@ def size_range(spec):
 def report(args, impls, batches, ranks, torch_version):
     """Rank 0: the table of medians, and the JSON record (--json)."""
     rows = []
-    print(f"{'bytes':>10} {'concord us':>11} {'gloo us':>10} {'py us':>9} {'floor us':>9} "
-          f"{'gloo/concord':>13} {'concord/py':>11} {'floor/py':>9}")
+    columns = ["concord", "async", "engine", "gloo", "concord-py", "floor"]
+    ratios = [("gloo", "concord"), ("concord", "concord-py"), ("async", "concord-py"),
+              ("engine", "concord-py"), ("floor", "concord-py")]
+    print(f"{'bytes':>10} " + " ".join(f"{c + ' us':>13}" for c in columns) + " " +
+          " ".join(f"{a + '/' + b:>16}" for a, b in ratios))
     for n in args.sizes:
         med = {impl: statistics.median(batches[impl][n]) for impl in impls}
         rows.append({"bytes": n, **{f"{impl}_s": med[impl] for impl in impls},
-                     "gloo_over_concord": med["gloo"] / med["concord"],
-                     "concord_over_concord_py": med["concord"] / med["concord-py"],
-                     "floor_over_concord_py": med["floor"] / med["concord-py"],
+                     **{f"{a}_over_{b}".replace("-", "_"): med[a] / med[b] for a, b in ratios},
                      "batches": {impl: batches[impl][n] for impl in impls}})
-        print(f"{n:>10} {med['concord'] * 1e6:>11.1f} {med['gloo'] * 1e6:>10.1f} "
-              f"{med['concord-py'] * 1e6:>9.1f} {med['floor'] * 1e6:>9.1f} "
-              f"{med['gloo'] / med['concord']:>13.2f} "
-              f"{med['concord'] / med['concord-py']:>11.2f} "
-              f"{med['floor'] / med['concord-py']:>9.2f}")
+        print(f"{n:>10} " + " ".join(f"{med[c] * 1e6:>13.1f}" for c in columns) + " " +
+              " ".join(f"{med[a] / med[b]:>16.2f}" for a, b in ratios))
     if args.json:
         record = {"benchmark": "bench/torch_allreduce.py", "ranks": ranks,
                   "rounds": args.rounds, "commit": commit(),
@@ -98,6 +101,9 @@ def main():
     import torch.testing._internal.distributed.fake_pg  # noqa: F401
 
     dist.init_process_group("concord")
+    os.environ["CONCORD_TORCH_DIRECT"] = "0"  # read as the group is made
+    engine = dist.new_group(backend="concord")
+    del os.environ["CONCORD_TORCH_DIRECT"]
     gloo = dist.new_group(backend="gloo")
     fake = dist.new_group(backend="fake")
     rank, size = dist.get_rank(), dist.get_world_size()
@@ -106,6 +112,12 @@ def main():
         if impl == "concord":
             for _ in range(calls):
                 dist.all_reduce(tensor)
+        elif impl == "async":
+            for _ in range(calls):
+                dist.all_reduce(tensor, async_op=True).wait()
+        elif impl == "engine":
+            for _ in range(calls):
+                dist.all_reduce(tensor, group=engine)
         elif impl == "gloo":
             for _ in range(calls):
                 dist.all_reduce(tensor, group=gloo)
@@ -125,7 +137,7 @@ def main():
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=gloo)
         return elapsed.item() / calls
 
-    impls = ["concord", "gloo", "concord-py", "floor"]
+    impls = ["concord", "async", "engine", "gloo", "concord-py", "floor"]
     batches = {impl: {n: [] for n in args.sizes} for impl in impls}
     for n in args.sizes:
         tensor = torch.ones(n // 4, dtype=torch.float32)

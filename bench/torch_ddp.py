@@ -6,7 +6,9 @@ the machine's own ceiling for N ranks.
 
 Runs, each round in a rotating order, every configuration as its own job with every
 rank pinned to a core and one torch thread per rank:
-  concord   mpiexec -n N, DistributedDataParallel on the "concord" group
+  concord   mpiexec -n N, DistributedDataParallel on the "concord" group (its buckets
+            take the direct path)
+  engine    the same with CONCORD_TORCH_DIRECT=0: the buckets go through concord's engine
   gloo      the same on gloo
   horovod   mpiexec -n N, concord.horovod.torch's DistributedOptimizer (no DDP)
   ceiling   mpiexec -n N, each rank training its share alone, without exchanging
@@ -19,7 +21,8 @@ rank pinned to a core and one torch thread per rank:
 Throughput is global samples per second over the timed steps (after warm-up), the
 slowest rank's time. Prints each configuration's median over the rounds and the
 medians of the ratios taken within each round (concord/gloo, concord/single,
-concord/ceiling, concord/ddp-free, ddp-free/ceiling, horovod/concord), and for gloo the share of
+concord/ceiling, concord/ddp-free, ddp-free/ceiling, horovod/concord, concord/engine), and for
+gloo the share of
 its step spent in allreduce (its step against the ceiling's). Run it from the repository root;
 needs concord with its torch backend.
 """
@@ -58,13 +61,15 @@ def worker(args):
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(1)
-    distributed = args.config in ("concord", "gloo", "ddp-free")
+    distributed = args.config in ("concord", "engine", "gloo", "ddp-free")
+    if args.config == "engine":
+        os.environ["CONCORD_TORCH_DIRECT"] = "0"
     if args.config != "single":
         import concord.torch  # noqa: F401  (RANK etc. from MPI)
     import torch.distributed as dist
     rank, size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     if distributed:
-        dist.init_process_group("concord" if args.config == "ddp-free" else args.config)
+        dist.init_process_group("gloo" if args.config == "gloo" else "concord")
     torch.manual_seed(0)
     model = make_model(args.model)
     if distributed:
@@ -149,7 +154,7 @@ def main():
     if args.worker:
         args.config = args.worker
         return worker(args)
-    configs = ["concord", "gloo", "ceiling", "single", "horovod", "ddp-free"]
+    configs = ["concord", "engine", "gloo", "ceiling", "single", "horovod", "ddp-free"]
     results = {c: [] for c in configs}
     for r in range(args.rounds):
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
@@ -166,6 +171,7 @@ def main():
               "concord_over_ddp_free": ratio(lambda i: per["concord"][i] / per["ddp-free"][i]),
               "ddp_free_over_ceiling": ratio(lambda i: per["ddp-free"][i] / per["ceiling"][i]),
               "horovod_over_concord": ratio(lambda i: per["horovod"][i] / per["concord"][i]),
+              "concord_over_engine": ratio(lambda i: per["concord"][i] / per["engine"][i]),
               "ceiling_over_single": ratio(lambda i: per["ceiling"][i] / per["single"][i]),
               "gloo_allreduce_share": ratio(lambda i: 1 - per["gloo"][i] / per["ceiling"][i])}
     for c in configs:

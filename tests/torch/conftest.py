@@ -28,3 +28,37 @@ def group():
         dist.init_process_group("concord")
     yield dist.group.WORLD
     dist.destroy_process_group()
+
+
+def concord_group(direct, **kwargs):
+    """A concord group whose CPU allreduces take the direct path or, with
+    direct=False, the engine (CONCORD_TORCH_DIRECT, read as the group is made)."""
+    import torch.distributed as dist
+
+    os.environ["CONCORD_TORCH_DIRECT"] = "1" if direct else "0"
+    try:
+        return dist.new_group(backend="concord", **kwargs)
+    finally:
+        del os.environ["CONCORD_TORCH_DIRECT"]
+
+
+@pytest.fixture
+def make_group(group):
+    """concord_group, for tests: make_group(direct=..., timeout=...)."""
+    return concord_group
+
+
+@pytest.fixture(scope="module")
+def engine_group(group):
+    """A group whose allreduces take the engine (the default group's go direct)."""
+    g = concord_group(direct=False)
+    yield g
+    import torch.distributed as dist
+
+    dist.destroy_process_group(g)
+
+
+@pytest.fixture(params=["direct", "engine"])
+def path(request):
+    """The group argument of a call on either path."""
+    return None if request.param == "direct" else request.getfixturevalue("engine_group")

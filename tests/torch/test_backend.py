@@ -42,13 +42,13 @@ def everyone(n, dtype, salt=0):
 
 @pytest.mark.parametrize("dtype", REDUCE_DTYPES, ids=str)
 @pytest.mark.parametrize("op", list(OPS), ids=lambda o: OPS[o])
-def test_allreduce_every_dtype_and_op(group, dtype, op):
+def test_allreduce_every_dtype_and_op(group, path, dtype, op):
     name = OPS[op]
     if name == "avg" and not dtype.is_floating_point:
         pytest.skip("avg reduces floating dtypes only")
     n = 1000
     t = rank_input(dist.get_rank(), n, dtype)
-    dist.all_reduce(t, op=op)
+    dist.all_reduce(t, op=op, group=path)
     expected = reference(name, everyone(n, dtype))
     if dtype.is_floating_point:
         assert torch.allclose(t.double(), expected, rtol=1e-2 if t.element_size() == 2 else 1e-6)
@@ -57,9 +57,9 @@ def test_allreduce_every_dtype_and_op(group, dtype, op):
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 65536, 1 << 20])
-def test_allreduce_sizes(group, n):
+def test_allreduce_sizes(group, path, n):
     t = rank_input(dist.get_rank(), n, torch.float32)
-    dist.all_reduce(t)
+    dist.all_reduce(t, group=path)
     assert torch.equal(t.double(), reference("sum", everyone(n, torch.float32)))
 
 
@@ -69,26 +69,26 @@ def test_allreduce_complex(group):
     assert torch.allclose(t.to(torch.complex128), reference("sum", everyone(100, torch.complex64)))
 
 
-def test_allreduce_noncontiguous(group):
+def test_allreduce_noncontiguous(group, path):
     base = rank_input(dist.get_rank(), 200, torch.float64).reshape(20, 10)
     view = base.t()  # not contiguous: reduced through a copy, written back
-    dist.all_reduce(view)
+    dist.all_reduce(view, group=path)
     expected = reference("sum", [t.reshape(20, 10) for t in everyone(200, torch.float64)])
     assert torch.equal(base, expected)
 
 
-def test_allreduce_async_future_chain(group):
+def test_allreduce_async_future_chain(group, path):
     t = rank_input(dist.get_rank(), 1000, torch.float32)
-    work = dist.all_reduce(t, async_op=True)
+    work = dist.all_reduce(t, async_op=True, group=path)
     doubled = work.get_future().then(lambda fut: fut.value()[0] * 2)
     assert torch.equal(doubled.wait(), 2 * reference("sum", everyone(1000, torch.float32)).float())
     assert work.is_completed() and work.is_success()
 
 
-def test_many_async_allreduces_in_flight(group):
+def test_many_async_allreduces_in_flight(group, path):
     # More than the backend's name window of one kind (256) outstanding at once.
     tensors = [rank_input(dist.get_rank(), 10, torch.float32, salt=i) for i in range(300)]
-    works = [dist.all_reduce(t, async_op=True) for t in tensors]
+    works = [dist.all_reduce(t, async_op=True, group=path) for t in tensors]
     for w in works:
         w.wait()
     for i, t in enumerate(tensors):
@@ -173,8 +173,17 @@ def test_all_to_all_single_even_and_uneven(group):
     assert torch.equal(out, torch.cat([torch.full((recv[j], 2), float(j)) for j in range(size)]))
 
 
-def test_barrier(group):
+def test_barrier(group, path):
+    dist.barrier(group=path)
+
+
+def test_barrier_completes_after_the_asynchronous_allreduces_before_it(group):
+    tensors = [rank_input(dist.get_rank(), 1 << 16, torch.float32, salt=i) for i in range(8)]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]
     dist.barrier()
+    assert all(w.is_completed() for w in works)
+    for i, t in enumerate(tensors):
+        assert torch.equal(t.double(), reference("sum", everyone(1 << 16, torch.float32, salt=i)))
 
 
 def test_unsupported_call_names_itself(group):
@@ -187,22 +196,11 @@ def test_bool_allreduce_is_a_type_error(group):
         dist.all_reduce(torch.ones(3, dtype=torch.bool))
 
 
-def direct_group(**kwargs):
-    """A concord group whose synchronous allreduces take the direct path."""
-    import os
-
-    os.environ["CONCORD_TORCH_DIRECT"] = "1"  # read as the group is made
-    try:
-        return dist.new_group(backend="concord", **kwargs)
-    finally:
-        del os.environ["CONCORD_TORCH_DIRECT"]
-
-
 @pytest.mark.parametrize("direct", [False, True], ids=["engine", "direct"])
-def test_counts_that_differ_fail_on_every_rank(group, direct):
+def test_counts_that_differ_fail_on_every_rank(make_group, direct):
     if dist.get_world_size() == 1:
         pytest.skip("needs two ranks")
-    g = direct_group() if direct else None
+    g = None if direct else make_group(direct=False)
     t = torch.ones(10 + dist.get_rank())
     # The direct path's checked exchange words it one way, the engine another.
     match = "ranks disagree: rank 1 passed count=11" if direct else "ranks submitted it differently"
@@ -218,10 +216,10 @@ def test_counts_that_differ_fail_on_every_rank(group, direct):
 
 
 @pytest.mark.parametrize("dtype", REDUCE_DTYPES, ids=str)
-def test_direct_allreduce_every_dtype(group, dtype):
+def test_direct_allreduce_every_dtype(make_group, dtype):
     if dist.get_world_size() == 1:
         pytest.skip("one rank has no direct path")
-    g = direct_group()
+    g = make_group(direct=True)  # explicitly, whatever the default
     for n, op in ((1, "sum"), (1000, "max"), (70000, "sum")):
         t = rank_input(dist.get_rank(), n, dtype)
         dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM, group=g)
@@ -237,29 +235,68 @@ def test_direct_allreduce_every_dtype(group, dtype):
     dist.destroy_process_group(g)
 
 
-def test_a_synchronous_allreduce_runs_after_the_asynchronous_ones_before_it(group):
-    # The direct path must not overtake the engine's collectives: here both reduce
-    # the same tensor, so its order shows in the result (size * size * x).
+@pytest.mark.parametrize("before", ["direct", "engine"])
+def test_a_synchronous_allreduce_runs_after_the_asynchronous_ones_before_it(group, before):
+    # Neither an asynchronous direct allreduce (on the lane's thread) nor one of
+    # the engine's (allreduce_coalesced) may be overtaken: here both reduce the
+    # same tensor, so the order shows in the result (size * size * x).
     size = dist.get_world_size()
-    g = direct_group()
     for n in (1, 1000, 1 << 18):
         t = rank_input(dist.get_rank(), n, torch.float64)
-        works = [dist.all_reduce(t, async_op=True, group=g)]
-        dist.all_reduce(t, group=g)
+        if before == "direct":
+            work = dist.all_reduce(t, async_op=True)
+        else:
+            work = dist.all_reduce_coalesced([t], async_op=True)
+        dist.all_reduce(t)
         expected = reference("sum", everyone(n, torch.float64)) * size
-        works[0].wait()
+        work.wait()
         assert torch.equal(t, expected)
-    dist.destroy_process_group(g)
 
 
-def test_a_rank_that_never_comes_fails_a_synchronous_call_for_good(group):
+def test_ranks_may_pass_different_async_op_to_one_allreduce(group):
+    # As DDP's Join does: a joined rank shadows the others' asynchronous
+    # allreduces with synchronous ones. Both are one call, in call order.
+    rank, size = dist.get_rank(), dist.get_world_size()
+    for i in range(20):
+        t = rank_input(rank, 100 + i, torch.float32, salt=i)
+        if (rank + i) % 2:
+            dist.all_reduce(t)
+        else:
+            dist.all_reduce(t, async_op=True).wait()
+        assert torch.equal(t.double(), reference("sum", everyone(100 + i, torch.float32, salt=i)))
+
+
+def test_a_rank_that_never_comes_fails_an_asynchronous_call(make_group):
     import datetime
 
     size, rank = dist.get_world_size(), dist.get_rank()
     if size == 1:
         pytest.skip("needs two ranks")
     late = size - 1
-    g = direct_group(timeout=datetime.timedelta(seconds=1))
+    g = make_group(direct=True, timeout=datetime.timedelta(seconds=1))
+    t = torch.ones(64)
+    if rank != late:
+        work = dist.all_reduce(t, group=g, async_op=True)
+        with pytest.raises(dist.DistBackendError,
+                           match=f"all_reduce #1 of group .*rank {late} did not reach this call"):
+            work.wait()
+        with pytest.raises(dist.DistBackendError, match="did not reach this call"):
+            dist.barrier(group=g)  # the group has failed for good
+    dist.barrier()  # on the default group: the late rank comes now
+    if rank == late:
+        with pytest.raises(dist.DistBackendError, match="gave up on this communicator"):
+            dist.all_reduce(t, group=g)
+    dist.destroy_process_group(g)
+
+
+def test_a_rank_that_never_comes_fails_a_synchronous_call_for_good(make_group):
+    import datetime
+
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size == 1:
+        pytest.skip("needs two ranks")
+    late = size - 1
+    g = make_group(direct=True, timeout=datetime.timedelta(seconds=1))
     t = torch.ones(64)
     dist.all_reduce(t, group=g)
     if rank != late:
@@ -385,9 +422,9 @@ def test_a_direct_setting_that_differs_between_ranks_fails_on_every_rank(group):
     if dist.get_world_size() == 1:
         pytest.skip("needs two ranks")
     if dist.get_rank() == 0:
-        os.environ["CONCORD_TORCH_DIRECT"] = "1"
+        os.environ["CONCORD_TORCH_DIRECT"] = "0"
     try:
-        with pytest.raises(Exception, match="CONCORD_TORCH_DIRECT is 1 on some ranks"):
+        with pytest.raises(Exception, match="CONCORD_TORCH_DIRECT is 0 on some ranks"):
             dist.new_group(backend="concord")
     finally:
         os.environ.pop("CONCORD_TORCH_DIRECT", None)

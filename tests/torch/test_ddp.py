@@ -32,9 +32,9 @@ def max_relative_difference(model, reference):
     return worst
 
 
-def train_both(dtype, bucket_cap_mb=25):
+def train_both(dtype, bucket_cap_mb=25, process_group=None):
     size, rank = dist.get_world_size(), dist.get_rank()
-    ddp = DDP(make_model(dtype), bucket_cap_mb=bucket_cap_mb)
+    ddp = DDP(make_model(dtype), bucket_cap_mb=bucket_cap_mb, process_group=process_group)
     reference = make_model(dtype)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
@@ -54,9 +54,9 @@ def test_ddp_float64_matches_one_process(group):
     assert max_relative_difference(ddp.module, reference) <= 1e-12
 
 
-def test_ddp_float32_matches_within_rounding(group):
+def test_ddp_float32_matches_within_rounding(group, path):
     # Small buckets: several allreduces per step, in flight together.
-    ddp, reference = train_both(torch.float32, bucket_cap_mb=0.001)
+    ddp, reference = train_both(torch.float32, bucket_cap_mb=0.001, process_group=path)
     assert max_relative_difference(ddp.module, reference) <= 1e-5
 
 
@@ -73,7 +73,7 @@ def test_ddp_buckets_go_through_concord(group):
     assert names.count("concord:all_reduce") >= 2, sorted(set(names))
 
 
-def test_ddp_join_with_uneven_inputs(group):
+def test_ddp_join_with_uneven_inputs(group, path):
     """Rank r has 3 + r batches. Under Join, a rank that ran out shadows the
     others' allreduces with zeros, and gradients are divided by the initial
     world size: the reference sums the gradients of the ranks that still have
@@ -84,7 +84,7 @@ def test_ddp_join_with_uneven_inputs(group):
     dtype = torch.float64
     counts = [3 + r for r in range(size)]
     data = batches(max(counts), PER_RANK_BATCH * size, dtype)
-    ddp = DDP(make_model(dtype))
+    ddp = DDP(make_model(dtype), process_group=path)
     reference = make_model(dtype)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.05)

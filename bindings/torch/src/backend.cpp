@@ -98,6 +98,7 @@ ConcordBackend::~ConcordBackend() {
 }
 
 void ConcordBackend::shutdown() {
+  lane_.stop();  // its queued calls first: they complete through the completer
   try {
     if (engine_) engine_->shutdown();
   } catch (...) {
@@ -204,7 +205,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce(std::vector<at::Tensor>
   TORCH_CHECK_VALUE(tensors.size() == 1, "concord: allreduce takes one tensor per rank, not ",
                     tensors.size());
   if (const std::optional<ReduceSpec> spec = direct_path_op(tensors, opts)) {
-    return allreduce_direct(tensors[0], *spec);
+    return allreduce_direct(tensors[0], *spec, opts.asyncOp);
   }
   std::vector<Step> steps;
   steps.push_back(allreduce_step(tensors, opts.reduceOp, "allreduce"));
@@ -246,7 +247,9 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::broadcast(std::vector<at::Tensor>
 }
 
 c10::intrusive_ptr<c10d::Work> ConcordBackend::barrier(const c10d::BarrierOptions&) {
-  // An allreduce of one int32 that every rank must reach.
+  // An allreduce of one int32 that every rank must reach: on the direct path,
+  // after the direct allreduces before it, as gloo's barrier is after its work.
+  if (direct_ && timeout_.count() > 0) return barrier_direct();
   std::vector<at::Tensor> token{at::zeros({1}, at::kInt)};
   std::vector<Step> steps;
   steps.push_back(allreduce_step(token, c10d::ReduceOp::SUM, "barrier", "barrier"));

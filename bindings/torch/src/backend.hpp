@@ -1,15 +1,14 @@
 // concord as a torch.distributed backend: a c10d::Backend whose collectives go
 // through a concord::Engine on the group's own MPI communicator.
 //
-// With CONCORD_TORCH_DIRECT=1, a synchronous allreduce (async_op=False) of CPU
-// tensors, in a group on one node, runs on the calling thread instead
-// (direct.cpp), after the engine's earlier work for this group: c10d's calls
+// In a group on one node, an allreduce of one CPU tensor and the barrier take
+// the direct path (direct.cpp; CONCORD_TORCH_DIRECT=0 turns it off): a checked
+// concord::allreduce in the order the calls were made, a synchronous one on the
+// calling thread, an asynchronous one on the group's lane thread. c10d's calls
 // come in the same order on every rank, so they need no negotiation, and the
 // checked call's exchange keeps what the negotiation gives (a mismatch fails on
-// every rank, a missing rank is named after the group's timeout). It is opt-in
-// because it needs every rank to pass the same async_op to a call, which DDP's
-// Join does not (a joined rank shadows the others' asynchronous allreduces with
-// synchronous ones). Every other collective is asynchronous: it is
+// every rank, a missing rank is named after the group's timeout). Every other
+// collective (CUDA tensors, coalesced, gathering ones, groups across nodes) is
 // enqueued on the engine and returns a ConcordWork at once; the engine runs it when every rank of
 // the group has submitted it (fusing allreduces that are ready together), and the Work and its
 // Future complete on the backend's completer thread (work.hpp). The group's
@@ -18,6 +17,7 @@
 // ranks missing, instead of hanging.
 #pragma once
 
+#include "lane.hpp"
 #include "names.hpp"
 #include "tensors.hpp"
 #include "work.hpp"
@@ -26,6 +26,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -153,14 +154,23 @@ class ConcordBackend final : public c10d::Backend {
   // The op as concord's where the call takes the path, none otherwise.
   std::optional<ReduceSpec> direct_path_op(const std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts);
-  c10::intrusive_ptr<c10d::Work> allreduce_direct(at::Tensor& tensor, const ReduceSpec& spec);
+  c10::intrusive_ptr<c10d::Work> allreduce_direct(at::Tensor& tensor, const ReduceSpec& spec,
+                                                  bool async);
+  c10::intrusive_ptr<c10d::Work> barrier_direct();
+  // Runs `call` on the lane, synchronously or not, and completes `work` with
+  // its error; raises where the group was shut down.
+  void run_direct(const c10::intrusive_ptr<ConcordWork>& work, bool async,
+                  std::function<void()> call);
+  // A checked call's options: the group's timeout, and `label` in its errors.
+  concord::AllreduceOptions checked(const std::string& label) const;
 
   std::unique_ptr<concord::Engine> engine_;
   // The direct path's own communicator (null where the group spans nodes or has
-  // one rank), and the serialisation of its calls.
+  // one rank, or CONCORD_TORCH_DIRECT=0), the order of its calls, and their
+  // count (which names them in errors).
   std::optional<concord::Communicator> direct_;
-  std::mutex direct_mutex_;
-  std::uint64_t direct_calls_ = 0;
+  SerialLane lane_;
+  std::atomic<std::uint64_t> direct_calls_{0};
   std::chrono::milliseconds timeout_;
   std::string group_name_;
   InFlight in_flight_;

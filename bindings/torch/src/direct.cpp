@@ -1,8 +1,11 @@
-// The direct path (CONCORD_TORCH_DIRECT=1; off by default): a synchronous CPU
-// allreduce on the calling thread, as a checked concord::allreduce
-// (AllreduceOptions::agreement_timeout_s) on the backend's own communicator. No hand-off to the
-// engine's thread nor back through the completer: at 2 ranks on one core each those switches cost
-// more than the allreduce of a small tensor (docs/PERFORMANCE.md, "PyTorch").
+// The direct path (on by default; CONCORD_TORCH_DIRECT=0 turns it off): a CPU
+// allreduce, and the barrier, as a checked concord::allreduce
+// (AllreduceOptions::agreement_timeout_s) on the backend's own communicator, in
+// the order the calls were made (lane.hpp). A synchronous one runs on the
+// calling thread: no hand-off to the engine's thread nor back through the
+// completer, which at 2 ranks on one core each cost more than the allreduce of
+// a small tensor (docs/PERFORMANCE.md, "PyTorch"). An asynchronous one runs on
+// the lane's thread and completes through the completer, as the engine's do.
 #include "backend.hpp"
 #include "errors.hpp"
 #include "group_comm.hpp"
@@ -35,11 +38,12 @@ void InFlight::wait_idle() {
 
 namespace {
 
-// CONCORD_TORCH_DIRECT on this rank: 0, 1, or -1 where it is neither.
+// CONCORD_TORCH_DIRECT on this rank: 0, 1 (also where unset), or -1 where it
+// is neither.
 int direct_setting() {
   const char* v = std::getenv("CONCORD_TORCH_DIRECT");
-  if (v == nullptr || *v == '\0' || std::string_view(v) == "0") return 0;
-  return std::string_view(v) == "1" ? 1 : -1;
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "1") return 1;
+  return std::string_view(v) == "0" ? 0 : -1;
 }
 
 // Collective over `group`: whether every rank asks for the direct path. A value
@@ -59,7 +63,7 @@ bool direct_path_requested(const concord::Communicator& group) {
     throw concord::Error(
         concord::ErrorCode::InvalidArgument, group.rank(),
         lowest == -1 ? "CONCORD_TORCH_DIRECT: some rank's value is neither 0 nor 1"
-                     : "CONCORD_TORCH_DIRECT is 1 on some ranks of the group and not on others; "
+                     : "CONCORD_TORCH_DIRECT is 0 on some ranks of the group and not on others; "
                        "set it the same on every rank");
   }
   return lowest == 1;
@@ -79,12 +83,12 @@ std::optional<concord::Communicator> direct_communicator(const concord::Communic
 
 std::optional<ReduceSpec> ConcordBackend::direct_path_op(const std::vector<at::Tensor>& tensors,
                                                          const c10d::AllreduceOptions& opts) {
-  // Only what is the same on every rank decides: async_op, the group, the
-  // tensor's device and its dtype's op (a rank taking the engine while another
-  // goes direct would fail both after the timeout, naming each other).
-  // And a timeout: without one the checked call would have no deadline.
-  if (opts.asyncOp || !direct_ || timeout_.count() <= 0 || tensors.size() != 1 ||
-      is_cuda(tensors[0])) {
+  // Only what is the same on every rank decides: the group, the tensor's device
+  // and its dtype's op, not async_op (DDP's Join shadows the others'
+  // asynchronous allreduces with synchronous ones). A rank taking the engine
+  // while another goes direct would fail both after the timeout, naming each
+  // other. And a timeout: without one the checked call would have no deadline.
+  if (!direct_ || timeout_.count() <= 0 || tensors.size() != 1 || is_cuda(tensors[0])) {
     return std::nullopt;
   }
   check_tensors(tensors, "allreduce", "tensors");
@@ -94,32 +98,72 @@ std::optional<ReduceSpec> ConcordBackend::direct_path_op(const std::vector<at::T
 }
 
 c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce_direct(at::Tensor& tensor,
-                                                                const ReduceSpec& spec) {
+                                                                const ReduceSpec& spec,
+                                                                bool async) {
   const Staged staged = stage(tensor);
   const concord::TensorView view = reduce_view(staged.dense, "allreduce");
   auto work = c10::make_intrusive<ConcordWork>(rank_, c10d::OpType::ALLREDUCE, "concord:all_reduce",
                                                std::vector<at::Tensor>{tensor});
-  in_flight_.wait_idle();  // after the engine's earlier collectives of this group
-  std::exception_ptr error;
-  {
-    std::lock_guard<std::mutex> lock(direct_mutex_);
-    const std::string label =
-        "all_reduce #" + std::to_string(++direct_calls_) + " of group '" + group_name_ + "'";
-    concord::AllreduceOptions options;
-    options.device = concord::Device::Cpu;
-    options.agreement_timeout_s = static_cast<double>(timeout_.count()) / 1e3;
-    options.label = label;
+  // The call's number names it, and its tensor (as DDP's bucket sizes do).
+  const std::string label = "all_reduce #" + std::to_string(++direct_calls_) + " of group '" +
+                            group_name_ + "' (" + std::string(c10::toString(tensor.scalar_type())) +
+                            "[" + std::to_string(tensor.numel()) + "])";
+  run_direct(work, async, [staged, view, spec, label, this] {
+    concord::allreduce(view.data, view.data, view.count, view.dtype, spec.op, *direct_,
+                       checked(label));
+    staged.copy_back();
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ConcordBackend::barrier_direct() {
+  auto work = c10::make_intrusive<ConcordWork>(rank_, c10d::OpType::BARRIER, "concord:barrier",
+                                               std::vector<at::Tensor>{});
+  const std::string label =
+      "barrier #" + std::to_string(++direct_calls_) + " of group '" + group_name_ + "'";
+  run_direct(work, true, [label, this] {
+    std::int32_t token = 0;
+    concord::allreduce(&token, &token, 1, concord::DataType::Int32, concord::ReduceOp::Sum,
+                       *direct_, checked(label));
+  });
+  return work;
+}
+
+concord::AllreduceOptions ConcordBackend::checked(const std::string& label) const {
+  concord::AllreduceOptions options;
+  options.device = concord::Device::Cpu;
+  options.agreement_timeout_s = static_cast<double>(timeout_.count()) / 1e3;
+  options.label = label;
+  return options;
+}
+
+void ConcordBackend::run_direct(const c10::intrusive_ptr<ConcordWork>& work, bool async,
+                                std::function<void()> call) {
+  // A synchronous call also runs after the engine's earlier collectives of this
+  // group, so that it sees their results; an asynchronous one, like any two
+  // asynchronous collectives, is not ordered against them.
+  auto task = [this, work, async, call = std::move(call)] {
+    if (!async) in_flight_.wait_idle();
+    std::exception_ptr error;
     try {
-      concord::allreduce(view.data, view.data, view.count, view.dtype, spec.op, *direct_, options);
-      staged.copy_back();
+      call();
     } catch (const concord::Error& e) {
       error = work_error(e);
     } catch (...) {
       error = std::current_exception();
     }
-  }
-  work->complete(error);
-  return work;
+    if (async) {
+      // Its Future's callbacks (DDP's hooks) may wait on a later call of this
+      // lane: they run on the completer, never on the lane's thread.
+      completer_.post([work, error] { work->complete(error); });
+    } else {
+      work->complete(error);
+    }
+  };
+  const bool taken = async ? lane_.post(std::move(task)) : lane_.run_here(task);
+  TORCH_CHECK(
+      taken, "concord: ", work->retrieveOpType() == c10d::OpType::BARRIER ? "barrier" : "allreduce",
+      ": the process group was shut down");
 }
 
 }  // namespace concord_torch

@@ -18,7 +18,7 @@ concord::Communicator group_communicator(int rank, int size,
                                          const std::vector<int64_t>& world_ranks);
 
 // The direct path's communicator (backend.hpp): a duplicate of `group` where
-// CONCORD_TORCH_DIRECT=1 (read when the group is made; anything but 0 or 1 is
+// CONCORD_TORCH_DIRECT is unset or 1 (read when the group is made; anything but 0 or 1 is
 // an error) and its ranks, more than one, share one node; none otherwise (across nodes a late
 // rank would wait out CONCORD_TRANSPORT_TIMEOUT_S in MPI, not the group's
 // timeout). Collective over the group: a first allreduce on it sets up its
