@@ -2,6 +2,7 @@
 """torch.distributed.all_reduce through concord against gloo, in the same processes.
 
     mpiexec.mpich -bind-to core -n 2 python3 bench/torch_allreduce.py [-m 4:64M] [-r 3] [--json F]
+    mpiexec -n 2 python3 bench/torch_allreduce.py --device cuda [--tag mps=on] ...   (GPU node)
 
 Each size is timed for every implementation in turn, the order rotating from round
 to round (interleaved, so a change in the machine's speed hits all alike):
@@ -16,11 +17,19 @@ to round (interleaved, so a change in the machine's speed hits all alike):
   floor       dist.all_reduce on torch's FakeProcessGroup (a "fake" group of the same
               ranks, which exchanges nothing): torch's own Python and dispatcher path,
               what every backend's call costs before it does anything
+With --device cuda the tensors are on the GPU (this rank's LOCAL_RANK modulo the GPUs; ranks
+may share one), concord-py and engine are left out (a CUDA tensor always takes the engine), and
+  nccl        dist.all_reduce on an NCCL group of the same ranks, where NCCL initialises
+              (two ranks on one GPU need NCCL 2.30 or later and NCCL_MULTI_RANK_GPU_ENABLE=1;
+              where it fails, the table says why and goes on without it)
+is timed beside concord, async, gloo and the floor.
 A timing is the mean of a batch of calls (float32 sum), enough calls to take about
-0.1 s; the figure per implementation and size is the median of the rounds' batches.
+0.1 s, timed as nccl-tests does: the calls back to back, then one synchronisation of the
+device; the figure per implementation and size is the median of the rounds' batches.
 Rank 0 prints a table (time per call, gloo/concord, concord/concord-py, async/concord-py,
 engine/concord-py, floor/concord-py) and writes
-the JSON record (--json): machine, commit, torch version, and every batch.
+the JSON record (--json): machine, commit, torch version, the GPU and NCCL versions, the
+--tag values, and every batch.
 """
 import argparse
 import json
@@ -56,14 +65,18 @@ def size_range(spec):
     return sizes
 
 
-def report(args, impls, batches, ranks, torch_version):
+COLUMNS = ["concord", "async", "engine", "nccl", "gloo", "concord-py", "floor"]
+RATIOS = [("gloo", "concord"), ("nccl", "concord"), ("concord", "concord-py"),
+          ("async", "concord-py"), ("engine", "concord-py"), ("floor", "concord-py")]
+
+
+def report(args, impls, batches, ranks, facts):
     """Rank 0: the table of medians, and the JSON record (--json)."""
-    rows = []
-    columns = ["concord", "async", "engine", "gloo", "concord-py", "floor"]
-    ratios = [("gloo", "concord"), ("concord", "concord-py"), ("async", "concord-py"),
-              ("engine", "concord-py"), ("floor", "concord-py")]
+    columns = [c for c in COLUMNS if c in impls]
+    ratios = [(a, b) for a, b in RATIOS if a in impls and b in impls]
     print(f"{'bytes':>10} " + " ".join(f"{c + ' us':>13}" for c in columns) + " " +
           " ".join(f"{a + '/' + b:>16}" for a, b in ratios))
+    rows = []
     for n in args.sizes:
         med = {impl: statistics.median(batches[impl][n]) for impl in impls}
         rows.append({"bytes": n, **{f"{impl}_s": med[impl] for impl in impls},
@@ -73,12 +86,31 @@ def report(args, impls, batches, ranks, torch_version):
               " ".join(f"{med[a] / med[b]:>16.2f}" for a, b in ratios))
     if args.json:
         record = {"benchmark": "bench/torch_allreduce.py", "ranks": ranks,
-                  "rounds": args.rounds, "commit": commit(),
-                  "torch": torch_version, "python": platform.python_version(),
+                  "rounds": args.rounds, "commit": commit(), "device": args.device,
+                  "python": platform.python_version(),
                   "machine": f"{platform.node()} {os.cpu_count()} CPUs",
-                  "date": time.strftime("%Y-%m-%d"), "rows": rows}
+                  "date": time.strftime("%Y-%m-%d"), **facts,
+                  "tags": dict(t.split("=", 1) for t in args.tag), "rows": rows}
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=1)
+
+
+def tag(text):
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"--tag {text}: want KEY=VALUE")
+    return text
+
+
+def nccl_group(dist, torch, device):
+    """An NCCL group of every rank, and why not where NCCL does not initialise."""
+    try:
+        group = dist.new_group(backend="nccl")
+        probe = torch.ones(1, device=device)
+        dist.all_reduce(probe, group=group)
+        torch.cuda.synchronize(device)
+        return group, None
+    except Exception as e:  # NCCL's refusal (two ranks on one GPU, an old NCCL) is reported
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def main():
@@ -86,6 +118,10 @@ def main():
     p.add_argument("-m", "--sizes", type=size_range, default=size_range("4:64M"),
                    help="message sizes in bytes, MIN:MAX, every power of 4 (default 4:64M)")
     p.add_argument("-r", "--rounds", type=int, default=3, help="rounds (default 3)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the tensors are (default cpu)")
+    p.add_argument("--tag", type=tag, action="append", default=[],
+                   help="KEY=VALUE recorded in the JSON (how it ran: mps=on, ...); repeatable")
     p.add_argument("--json", help="write the record here (rank 0)")
     args = p.parse_args()
     if args.rounds < 1:
@@ -100,6 +136,13 @@ def main():
     # torch's test helper registers the "fake" backend; it ships in torch's wheel.
     import torch.testing._internal.distributed.fake_pg  # noqa: F401
 
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        sys.exit("torch_allreduce: --device cuda, but torch sees no GPU")
+    device = (torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+              if cuda else torch.device("cpu"))
+    if cuda:
+        torch.cuda.set_device(device)
     dist.init_process_group("concord")
     os.environ["CONCORD_TORCH_DIRECT"] = "0"  # read as the group is made
     engine = dist.new_group(backend="concord")
@@ -107,41 +150,54 @@ def main():
     gloo = dist.new_group(backend="gloo")
     fake = dist.new_group(backend="fake")
     rank, size = dist.get_rank(), dist.get_world_size()
+    facts = {"torch": torch.__version__}
+    impls = ["concord", "async", "engine", "gloo", "concord-py", "floor"]
+    nccl = None
+    if cuda:
+        impls = ["concord", "async", "gloo", "floor"]
+        facts["gpu"] = torch.cuda.get_device_name(device)
+        facts["cuda"] = torch.version.cuda
+        nccl, why = nccl_group(dist, torch, device)
+        facts["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        facts["nccl_env"] = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+        if nccl is not None:
+            impls.insert(2, "nccl")
+        else:
+            facts["nccl_failed"] = why
+            if rank == 0:
+                print(f"torch_allreduce: no NCCL group ({why}); timing the others", flush=True)
 
     def run(impl, tensor, array, calls):
-        if impl == "concord":
-            for _ in range(calls):
-                dist.all_reduce(tensor)
-        elif impl == "async":
-            for _ in range(calls):
-                dist.all_reduce(tensor, async_op=True).wait()
-        elif impl == "engine":
-            for _ in range(calls):
-                dist.all_reduce(tensor, group=engine)
-        elif impl == "gloo":
-            for _ in range(calls):
-                dist.all_reduce(tensor, group=gloo)
-        elif impl == "floor":
-            for _ in range(calls):
-                dist.all_reduce(tensor, group=fake)
-        else:
+        if impl == "concord-py":
             for _ in range(calls):
                 concord.allreduce(array, out=array)
+            return
+        if impl == "async":
+            for _ in range(calls):
+                dist.all_reduce(tensor, async_op=True).wait()
+            return
+        group = {"concord": None, "engine": engine, "gloo": gloo, "floor": fake,
+                 "nccl": nccl}[impl]
+        for _ in range(calls):
+            dist.all_reduce(tensor, group=group)
 
     def timed(impl, tensor, array, calls):
         # Every rank starts together, and the batch time is the slowest rank's.
+        if cuda:
+            torch.cuda.synchronize(device)
         dist.barrier(group=gloo)
         start = time.perf_counter()
         run(impl, tensor, array, calls)
+        if cuda:
+            torch.cuda.synchronize(device)  # asynchronous calls end on the device, not at enqueue
         elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=gloo)
         return elapsed.item() / calls
 
-    impls = ["concord", "async", "engine", "gloo", "concord-py", "floor"]
     batches = {impl: {n: [] for n in args.sizes} for impl in impls}
     for n in args.sizes:
-        tensor = torch.ones(n // 4, dtype=torch.float32)
-        array = tensor.numpy()  # the same bytes
+        tensor = torch.ones(n // 4, dtype=torch.float32, device=device)
+        array = None if cuda else tensor.numpy()  # the same bytes
         # Calls per batch from a first, untimed try of the slowest (gloo).
         run("concord", tensor, array, 2)
         run("gloo", tensor, array, 2)
@@ -153,7 +209,7 @@ def main():
                 batches[impl][n].append(timed(impl, tensor, array, calls))
 
     if rank == 0:
-        report(args, impls, batches, size, torch.__version__)
+        report(args, impls, batches, size, facts)
     dist.destroy_process_group()
 
 

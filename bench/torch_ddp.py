@@ -3,6 +3,7 @@
 the machine's own ceiling for N ranks.
 
     bench/torch_ddp.py [--model mlp|cnn] [--batch 64] [--rounds 3] [--steps 30] [--json F]
+                       [--ranks 2] [--configs concord,gloo,...]
 
 Runs, each round in a rotating order, every configuration as its own job with every
 rank pinned to a core and one torch thread per rank:
@@ -34,6 +35,9 @@ import statistics
 import subprocess
 import sys
 import time
+
+CONFIGS = ["concord", "engine", "gloo", "ceiling", "single", "horovod", "ddp-free"]
+
 
 def make_model(name):
     """The MLP: 1.9 M parameters (7.3 MB of gradients). The CNN: two small
@@ -147,6 +151,9 @@ def main():
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--mpiexec", default="mpiexec.mpich")
     p.add_argument("--json")
+    p.add_argument("--configs", default=",".join(CONFIGS),
+                   help="the configurations to run, comma-separated (default: all; the ratios "
+                        "need concord and what they compare it with)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     if min(args.batch, args.rounds, args.steps, args.ranks) < 1 or args.warmup < 0:
@@ -154,7 +161,11 @@ def main():
     if args.worker:
         args.config = args.worker
         return worker(args)
-    configs = ["concord", "engine", "gloo", "ceiling", "single", "horovod", "ddp-free"]
+    configs = args.configs.split(",")
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown or not configs:
+        p.error(f"--configs: unknown {', '.join(unknown) or '(none)'}; "
+                f"choose from {', '.join(CONFIGS)}")
     results = {c: [] for c in configs}
     for r in range(args.rounds):
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
@@ -165,15 +176,17 @@ def main():
     def ratio(f):
         return statistics.median(f(i) for i in range(args.rounds))
     per = results
-    ratios = {"concord_over_gloo": ratio(lambda i: per["concord"][i] / per["gloo"][i]),
-              "concord_over_single": ratio(lambda i: per["concord"][i] / per["single"][i]),
-              "concord_over_ceiling": ratio(lambda i: per["concord"][i] / per["ceiling"][i]),
-              "concord_over_ddp_free": ratio(lambda i: per["concord"][i] / per["ddp-free"][i]),
-              "ddp_free_over_ceiling": ratio(lambda i: per["ddp-free"][i] / per["ceiling"][i]),
-              "horovod_over_concord": ratio(lambda i: per["horovod"][i] / per["concord"][i]),
-              "concord_over_engine": ratio(lambda i: per["concord"][i] / per["engine"][i]),
-              "ceiling_over_single": ratio(lambda i: per["ceiling"][i] / per["single"][i]),
-              "gloo_allreduce_share": ratio(lambda i: 1 - per["gloo"][i] / per["ceiling"][i])}
+    pairs = {"concord_over_gloo": ("concord", "gloo"), "concord_over_single": ("concord", "single"),
+             "concord_over_ceiling": ("concord", "ceiling"),
+             "concord_over_ddp_free": ("concord", "ddp-free"),
+             "ddp_free_over_ceiling": ("ddp-free", "ceiling"),
+             "horovod_over_concord": ("horovod", "concord"),
+             "concord_over_engine": ("concord", "engine"),
+             "ceiling_over_single": ("ceiling", "single")}
+    ratios = {k: ratio(lambda i, a=a, b=b: per[a][i] / per[b][i])
+              for k, (a, b) in pairs.items() if a in per and b in per}
+    if "gloo" in per and "ceiling" in per:
+        ratios["gloo_allreduce_share"] = ratio(lambda i: 1 - per["gloo"][i] / per["ceiling"][i])
     for c in configs:
         print(f"{c:>8}: {med[c]:9.0f} samples/s  (rounds: "
               + ", ".join(f"{v:.0f}" for v in results[c]) + ")")

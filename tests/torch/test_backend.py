@@ -289,6 +289,31 @@ def test_a_rank_that_never_comes_fails_an_asynchronous_call(make_group):
     dist.destroy_process_group(g)
 
 
+def test_destroying_a_group_cancels_its_calls_that_have_not_started(make_group):
+    # A rank leaving after an error must not wait out the calls it queued: the
+    # running one ends at the group's timeout, the ones behind it at once.
+    import datetime
+
+    if dist.get_world_size() == 1:
+        pytest.skip("needs two ranks")
+    g = make_group(direct=True, timeout=datetime.timedelta(seconds=1))
+    if dist.get_rank() == 0:  # the others never come
+        works = [dist.all_reduce(torch.ones(8), group=g, async_op=True) for _ in range(3)]
+        start = time.monotonic()
+        dist.destroy_process_group(g)
+        assert time.monotonic() - start < 20
+        # The first has started (or, on a stalled machine, not yet).
+        with pytest.raises(dist.DistBackendError,
+                           match="did not reach this call|shut down before this call ran"):
+            works[0].wait()
+        for w in works[1:]:
+            with pytest.raises(dist.DistBackendError, match="shut down before this call ran"):
+                w.wait()
+    else:
+        dist.destroy_process_group(g)
+    dist.barrier()
+
+
 def test_a_rank_that_never_comes_fails_a_synchronous_call_for_good(make_group):
     import datetime
 

@@ -160,7 +160,12 @@ void ConcordBackend::run_direct(const c10::intrusive_ptr<ConcordWork>& work, boo
       work->complete(error);
     }
   };
-  const bool taken = async ? lane_.post(std::move(task)) : lane_.run_here(task);
+  auto cancel = [this, work] {
+    const concord::Error e(concord::ErrorCode::Shutdown, rank_,
+                           "the process group was shut down before this call ran");
+    completer_.post([work, error = work_error(e)] { work->complete(error); });
+  };
+  const bool taken = async ? lane_.post(std::move(task), std::move(cancel)) : lane_.run_here(task);
   TORCH_CHECK(
       taken, "concord: ", work->retrieveOpType() == c10d::OpType::BARRIER ? "barrier" : "allreduce",
       ": the process group was shut down");

@@ -30,11 +30,11 @@ bool SerialLane::run_here(const std::function<void()>& task) {
   return true;
 }
 
-bool SerialLane::post(std::function<void()> task) {
+bool SerialLane::post(std::function<void()> task, std::function<void()> cancel) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return false;
-    tasks_.push_back(std::move(task));
+    tasks_.push_back(Task{std::move(task), std::move(cancel)});
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
   changed_.notify_all();
@@ -43,13 +43,16 @@ bool SerialLane::post(std::function<void()> task) {
 
 void SerialLane::stop() {
   std::thread thread;
+  std::deque<Task> unstarted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
     thread.swap(thread_);
+    unstarted.swap(tasks_);
   }
   changed_.notify_all();
-  if (thread.joinable()) thread.join();  // it runs what is queued first
+  for (Task& task : unstarted) task.cancel();
+  if (thread.joinable()) thread.join();
 }
 
 void SerialLane::loop() {
@@ -57,7 +60,7 @@ void SerialLane::loop() {
   for (;;) {
     changed_.wait(lock, [this] { return !busy_ && (!tasks_.empty() || stopping_); });
     if (tasks_.empty()) return;  // stopping, and nothing left
-    auto task = std::move(tasks_.front());
+    auto task = std::move(tasks_.front().run);
     tasks_.pop_front();
     busy_ = true;
     lock.unlock();

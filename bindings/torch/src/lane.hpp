@@ -25,18 +25,24 @@ class SerialLane {
   // for it. A task catches its own errors (it completes a Work with them).
   // False, without running it, once the lane has stopped.
   bool run_here(const std::function<void()>& task);
-  // Queues `task` behind the others for the lane's thread. False, without
-  // queueing it, once the lane has stopped.
-  bool post(std::function<void()> task);
-  // Runs what is queued, then joins the thread; later calls are refused.
-  // Idempotent.
+  // Queues `task` behind the others for the lane's thread; `cancel` instead if
+  // the lane stops before it starts. False, without queueing it, once the lane
+  // has stopped.
+  bool post(std::function<void()> task, std::function<void()> cancel);
+  // Refuses later calls, cancels the queued tasks that have not started (their
+  // peers may never come: a rank leaving after an error must not wait them
+  // out), and joins the thread once the task it runs returns. Idempotent.
   void stop();
 
  private:
   void loop();
   std::mutex mutex_;
   std::condition_variable changed_;  // a task queued or finished, or stopping
-  std::deque<std::function<void()>> tasks_;
+  struct Task {
+    std::function<void()> run;
+    std::function<void()> cancel;
+  };
+  std::deque<Task> tasks_;
   bool busy_ = false;  // a task is running, on either thread
   bool stopping_ = false;
   std::thread thread_;
