@@ -39,7 +39,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 
 from records import commit  # beside this file
 
@@ -113,7 +112,7 @@ def nccl_group(dist, torch, device):
         return None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
-def main():
+def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-m", "--sizes", type=size_range, default=size_range("4:64M"),
                    help="message sizes in bytes, MIN:MAX, every power of 4 (default 4:64M)")
@@ -126,72 +125,62 @@ def main():
     args = p.parse_args()
     if args.rounds < 1:
         p.error("-r must be at least 1")
+    return args
 
-    import torch
-    import torch.distributed as dist
-    import concord
-    import concord.torch  # noqa: F401  (registers the backend, sets RANK etc.)
 
-    torch.set_num_threads(1)
-    # torch's test helper registers the "fake" backend; it ships in torch's wheel.
-    import torch.testing._internal.distributed.fake_pg  # noqa: F401
-
-    cuda = args.device == "cuda"
-    if cuda and not torch.cuda.is_available():
-        sys.exit("torch_allreduce: --device cuda, but torch sees no GPU")
-    device = (torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
-              if cuda else torch.device("cpu"))
-    if cuda:
-        torch.cuda.set_device(device)
+def make_groups(torch, dist, device):
+    """The groups every implementation runs on, what is timed, and the facts of the record."""
     dist.init_process_group("concord")
     os.environ["CONCORD_TORCH_DIRECT"] = "0"  # read as the group is made
-    engine = dist.new_group(backend="concord")
+    groups = {"concord": None, "engine": dist.new_group(backend="concord")}
     del os.environ["CONCORD_TORCH_DIRECT"]
-    gloo = dist.new_group(backend="gloo")
-    fake = dist.new_group(backend="fake")
-    rank, size = dist.get_rank(), dist.get_world_size()
+    groups["gloo"] = dist.new_group(backend="gloo")
+    groups["floor"] = dist.new_group(backend="fake")
     facts = {"torch": torch.__version__}
-    impls = ["concord", "async", "engine", "gloo", "concord-py", "floor"]
-    nccl = None
-    if cuda:
-        impls = ["concord", "async", "gloo", "floor"]
-        facts["gpu"] = torch.cuda.get_device_name(device)
-        facts["cuda"] = torch.version.cuda
-        nccl, why = nccl_group(dist, torch, device)
-        facts["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        facts["nccl_env"] = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-        if nccl is not None:
-            impls.insert(2, "nccl")
-        else:
-            facts["nccl_failed"] = why
-            if rank == 0:
-                print(f"torch_allreduce: no NCCL group ({why}); timing the others", flush=True)
+    if device.type != "cuda":
+        return groups, ["concord", "async", "engine", "gloo", "concord-py", "floor"], facts
+    impls = ["concord", "async", "gloo", "floor"]
+    facts["gpu"] = torch.cuda.get_device_name(device)
+    facts["cuda"] = torch.version.cuda
+    groups["nccl"], why = nccl_group(dist, torch, device)
+    facts["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    facts["nccl_env"] = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+    if groups["nccl"] is not None:
+        impls.insert(2, "nccl")
+    else:
+        facts["nccl_failed"] = why
+        if dist.get_rank() == 0:
+            print(f"torch_allreduce: no NCCL group ({why}); timing the others", flush=True)
+    return groups, impls, facts
+
+
+def measure(args, torch, dist, device, groups, impls):
+    """Every size, every implementation, in rotating order: the batches' mean times."""
+    import concord
+    cuda = device.type == "cuda"
 
     def run(impl, tensor, array, calls):
         if impl == "concord-py":
             for _ in range(calls):
                 concord.allreduce(array, out=array)
-            return
-        if impl == "async":
+        elif impl == "async":
             for _ in range(calls):
                 dist.all_reduce(tensor, async_op=True).wait()
-            return
-        group = {"concord": None, "engine": engine, "gloo": gloo, "floor": fake,
-                 "nccl": nccl}[impl]
-        for _ in range(calls):
-            dist.all_reduce(tensor, group=group)
+        else:
+            for _ in range(calls):
+                dist.all_reduce(tensor, group=groups[impl])
 
     def timed(impl, tensor, array, calls):
         # Every rank starts together, and the batch time is the slowest rank's.
         if cuda:
             torch.cuda.synchronize(device)
-        dist.barrier(group=gloo)
+        dist.barrier(group=groups["gloo"])
         start = time.perf_counter()
         run(impl, tensor, array, calls)
         if cuda:
             torch.cuda.synchronize(device)  # asynchronous calls end on the device, not at enqueue
         elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=gloo)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=groups["gloo"])
         return elapsed.item() / calls
 
     batches = {impl: {n: [] for n in args.sizes} for impl in impls}
@@ -207,9 +196,30 @@ def main():
             order = impls[r % len(impls):] + impls[:r % len(impls)]
             for impl in order:
                 batches[impl][n].append(timed(impl, tensor, array, calls))
+    return batches
 
-    if rank == 0:
-        report(args, impls, batches, size, facts)
+
+def main():
+    args = parse_args()
+    import torch
+    import torch.distributed as dist
+    import concord.torch  # noqa: F401  (registers the backend, sets RANK etc.)
+
+    torch.set_num_threads(1)
+    # torch's test helper registers the "fake" backend; it ships in torch's wheel.
+    import torch.testing._internal.distributed.fake_pg  # noqa: F401
+
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("torch_allreduce: --device cuda, but torch sees no GPU")
+        device = torch.device("cuda",
+                              int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    groups, impls, facts = make_groups(torch, dist, device)
+    batches = measure(args, torch, dist, device, groups, impls)
+    if dist.get_rank() == 0:
+        report(args, impls, batches, dist.get_world_size(), facts)
     dist.destroy_process_group()
 
 
