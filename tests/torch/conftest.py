@@ -35,11 +35,15 @@ def concord_group(direct, **kwargs):
     direct=False, the engine (CONCORD_TORCH_DIRECT, read as the group is made)."""
     import torch.distributed as dist
 
+    before = os.environ.get("CONCORD_TORCH_DIRECT")
     os.environ["CONCORD_TORCH_DIRECT"] = "1" if direct else "0"
     try:
         return dist.new_group(backend="concord", **kwargs)
     finally:
-        del os.environ["CONCORD_TORCH_DIRECT"]
+        if before is None:
+            del os.environ["CONCORD_TORCH_DIRECT"]
+        else:
+            os.environ["CONCORD_TORCH_DIRECT"] = before
 
 
 @pytest.fixture

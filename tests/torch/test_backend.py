@@ -255,15 +255,21 @@ def test_a_synchronous_allreduce_runs_after_the_asynchronous_ones_before_it(grou
 
 def test_ranks_may_pass_different_async_op_to_one_allreduce(group):
     # As DDP's Join does: a joined rank shadows the others' asynchronous
-    # allreduces with synchronous ones. Both are one call, in call order.
-    rank, size = dist.get_rank(), dist.get_world_size()
-    for i in range(20):
-        t = rank_input(rank, 100 + i, torch.float32, salt=i)
+    # allreduces, several in flight, with synchronous ones. Each is one call,
+    # in call order, whatever async_op each rank passed.
+    rank = dist.get_rank()
+    for i in range(6):
+        tensors = [rank_input(rank, 100 + j, torch.float32, salt=i + j) for j in range(5)]
         if (rank + i) % 2:
-            dist.all_reduce(t)
+            for t in tensors:
+                dist.all_reduce(t)
         else:
-            dist.all_reduce(t, async_op=True).wait()
-        assert torch.equal(t.double(), reference("sum", everyone(100 + i, torch.float32, salt=i)))
+            works = [dist.all_reduce(t, async_op=True) for t in tensors]
+            for w in works:
+                w.wait()
+        for j, t in enumerate(tensors):
+            expected = reference("sum", everyone(100 + j, torch.float32, salt=i + j))
+            assert torch.equal(t.double(), expected)
 
 
 def test_a_rank_that_never_comes_fails_an_asynchronous_call(make_group):
@@ -296,12 +302,14 @@ def test_destroying_a_group_cancels_its_calls_that_have_not_started(make_group):
 
     if dist.get_world_size() == 1:
         pytest.skip("needs two ranks")
-    g = make_group(direct=True, timeout=datetime.timedelta(seconds=1))
+    # Long enough that the calls behind the first are still queued at the
+    # destroy, which comes microseconds after them.
+    g = make_group(direct=True, timeout=datetime.timedelta(seconds=3))
     if dist.get_rank() == 0:  # the others never come
         works = [dist.all_reduce(torch.ones(8), group=g, async_op=True) for _ in range(3)]
         start = time.monotonic()
         dist.destroy_process_group(g)
-        assert time.monotonic() - start < 20
+        assert time.monotonic() - start < 30  # bounded by the running call's deadline
         # The first has started (or, on a stalled machine, not yet).
         with pytest.raises(dist.DistBackendError,
                            match="did not reach this call|shut down before this call ran"):

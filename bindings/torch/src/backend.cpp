@@ -98,7 +98,11 @@ ConcordBackend::~ConcordBackend() {
 }
 
 void ConcordBackend::shutdown() {
-  lane_.stop();  // its queued calls first: they complete through the completer
+  try {
+    lane_.stop();  // before the engine: cancelled calls complete through the completer
+  } catch (...) {
+    // A lane's stop throws only where its mutex does (system_error): go on.
+  }
   try {
     if (engine_) engine_->shutdown();
   } catch (...) {

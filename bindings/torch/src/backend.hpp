@@ -169,13 +169,15 @@ class ConcordBackend final : public c10d::Backend {
   // one rank, or CONCORD_TORCH_DIRECT=0), the order of its calls, and their
   // count (which names them in errors).
   std::optional<concord::Communicator> direct_;
-  SerialLane lane_;
   std::atomic<std::uint64_t> direct_calls_{0};
   std::chrono::milliseconds timeout_;
   std::string group_name_;
   InFlight in_flight_;
   CollectiveNames names_;
-  Completer completer_;  // last: joined first, while the engine is still alive
+  Completer completer_;  // joined while the engine is still alive
+  // Last, so destroyed first: its tasks use direct_, in_flight_ and completer_
+  // (shutdown() stops it before any of them goes).
+  SerialLane lane_;
 };
 
 }  // namespace concord_torch

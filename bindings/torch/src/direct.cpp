@@ -139,11 +139,13 @@ concord::AllreduceOptions ConcordBackend::checked(const std::string& label) cons
 
 void ConcordBackend::run_direct(const c10::intrusive_ptr<ConcordWork>& work, bool async,
                                 std::function<void()> call) {
-  // A synchronous call also runs after the engine's earlier collectives of this
-  // group, so that it sees their results; an asynchronous one, like any two
+  // A synchronous call and a barrier also run after the engine's earlier
+  // collectives of this group (so that it sees their results, as gloo's
+  // barrier waits for all earlier work); an asynchronous allreduce, like any two
   // asynchronous collectives, is not ordered against them.
-  auto task = [this, work, async, call = std::move(call)] {
-    if (!async) in_flight_.wait_idle();
+  const bool barrier = work->retrieveOpType() == c10d::OpType::BARRIER;
+  auto task = [this, work, async, barrier, call = std::move(call)] {
+    if (!async || barrier) in_flight_.wait_idle();
     std::exception_ptr error;
     try {
       call();
@@ -153,22 +155,26 @@ void ConcordBackend::run_direct(const c10::intrusive_ptr<ConcordWork>& work, boo
       error = std::current_exception();
     }
     if (async) {
-      // Its Future's callbacks (DDP's hooks) may wait on a later call of this
-      // lane: they run on the completer, never on the lane's thread.
-      completer_.post([work, error] { work->complete(error); });
+      // The Work here, so that the lane's Works complete in call order (a
+      // barrier's after the allreduces before it). Its Future's callbacks
+      // (DDP's hooks) may wait on a later call of this lane: they run on the
+      // completer, never on the lane's thread.
+      work->complete_work(error);
+      completer_.post([work, error] { work->complete_future(error); });
     } else {
       work->complete(error);
     }
   };
+  // Where the group is destroyed before the call starts: it fails at once
+  // instead of waiting for peers that, after an error, may never come.
   auto cancel = [this, work] {
     const concord::Error e(concord::ErrorCode::Shutdown, rank_,
                            "the process group was shut down before this call ran");
     completer_.post([work, error = work_error(e)] { work->complete(error); });
   };
   const bool taken = async ? lane_.post(std::move(task), std::move(cancel)) : lane_.run_here(task);
-  TORCH_CHECK(
-      taken, "concord: ", work->retrieveOpType() == c10d::OpType::BARRIER ? "barrier" : "allreduce",
-      ": the process group was shut down");
+  TORCH_CHECK(taken, "concord: ", barrier ? "barrier" : "allreduce",
+              ": the process group was shut down");
 }
 
 }  // namespace concord_torch

@@ -31,11 +31,15 @@ class SerialLane {
   bool post(std::function<void()> task, std::function<void()> cancel);
   // Refuses later calls, cancels the queued tasks that have not started (their
   // peers may never come: a rank leaving after an error must not wait them
-  // out), and joins the thread once the task it runs returns. Idempotent.
+  // out), and returns once the task running, on either thread, has returned.
+  // A running task is not interrupted: a checked call ends when its peers come
+  // or at its deadline (gloo's destructor likewise waits for its work).
+  // Idempotent, and safe from several threads.
   void stop();
 
  private:
   void loop();
+  std::mutex stop_mutex_;
   std::mutex mutex_;
   std::condition_variable changed_;  // a task queued or finished, or stopping
   struct Task {

@@ -26,7 +26,15 @@ c10::intrusive_ptr<c10::ivalue::Future> ConcordWork::getFuture() {
 
 void ConcordWork::complete(std::exception_ptr error) {
   // The Work first, so a Future callback that waits on it finds it done.
+  complete_work(error);
+  complete_future(error);
+}
+
+void ConcordWork::complete_work(std::exception_ptr error) {
   finish(error);
+}
+
+void ConcordWork::complete_future(std::exception_ptr error) {
   if (error) {
     future_->setError(error);
   } else {

@@ -32,6 +32,11 @@ class ConcordWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   // Completes the Work and its Future: with `outputs_` on success, else the error.
   void complete(std::exception_ptr error);
+  // The same in two parts, for a caller that must not run the Future's
+  // callbacks itself: the Work (waiters wake, is_completed() holds), then the
+  // Future (its callbacks run on the calling thread).
+  void complete_work(std::exception_ptr error);
+  void complete_future(std::exception_ptr error);
 
  private:
   std::vector<at::Tensor> outputs_;
