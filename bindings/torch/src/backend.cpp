@@ -20,9 +20,9 @@ namespace {
 // bucket), and at most a few thousand names in the engine's cache.
 constexpr std::size_t kNameWindow = 256;
 
-concord::EngineOptions engine_options(std::chrono::milliseconds timeout) {
+concord::EngineOptions engine_options(double timeout_s) {
   concord::EngineOptions options;
-  if (timeout.count() > 0) options.stall_timeout_s = static_cast<double>(timeout.count()) / 1e3;
+  if (timeout_s > 0) options.stall_timeout_s = timeout_s;
   return options;
 }
 
@@ -86,7 +86,7 @@ ConcordBackend::ConcordBackend(int rank, int size, const std::vector<int64_t>& w
       names_(group_name, kNameWindow) {
   try {
     const concord::Communicator comm = group_communicator(rank, size, world_ranks);
-    engine_ = std::make_unique<concord::Engine>(comm, engine_options(timeout));
+    engine_ = std::make_unique<concord::Engine>(comm, engine_options(timeout_s()));
     direct_ = direct_communicator(comm);
   } catch (const concord::Error& e) {
     throw_torch_error(e);
@@ -252,8 +252,8 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::broadcast(std::vector<at::Tensor>
 
 c10::intrusive_ptr<c10d::Work> ConcordBackend::barrier(const c10d::BarrierOptions&) {
   // An allreduce of one int32 that every rank must reach: on the direct path,
-  // after the direct allreduces before it, as gloo's barrier is after its work.
-  if (direct_ && timeout_.count() > 0) return barrier_direct();
+  // after every earlier call of the group, as gloo's barrier is after its work.
+  if (has_direct_path()) return barrier_direct();
   std::vector<at::Tensor> token{at::zeros({1}, at::kInt)};
   std::vector<Step> steps;
   steps.push_back(allreduce_step(token, c10d::ReduceOp::SUM, "barrier", "barrier"));

@@ -157,10 +157,18 @@ class ConcordBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allreduce_direct(at::Tensor& tensor, const ReduceSpec& spec,
                                                   bool async);
   c10::intrusive_ptr<c10d::Work> barrier_direct();
-  // Runs `call` on the lane, synchronously or not, and completes `work` with
-  // its error; raises where the group was shut down.
-  void run_direct(const c10::intrusive_ptr<ConcordWork>& work, bool async,
-                  std::function<void()> call);
+  // Whether the group has the direct path: its communicator, and a timeout to
+  // give its checked calls a deadline. The same on every rank.
+  bool has_direct_path() const { return direct_ && timeout_.count() > 0; }
+  // The group's timeout in seconds, as concord's options take it (0: none).
+  double timeout_s() const { return std::chrono::duration<double>(timeout_).count(); }
+  // Runs `call` on the lane, synchronously or not, after the engine's earlier
+  // collectives where `after_engine`, and completes `work` with its error;
+  // raises, naming `what`, where the group was shut down.
+  void run_direct(const c10::intrusive_ptr<ConcordWork>& work, const char* what, bool async,
+                  bool after_engine, std::function<void()> call);
+  // Completes an asynchronous direct call's Work here, its Future on the completer.
+  void complete_async(const c10::intrusive_ptr<ConcordWork>& work, std::exception_ptr error);
   // A checked call's options: the group's timeout, and `label` in its errors.
   concord::AllreduceOptions checked(const std::string& label) const;
 
@@ -170,7 +178,7 @@ class ConcordBackend final : public c10d::Backend {
   // count (which names them in errors).
   std::optional<concord::Communicator> direct_;
   std::atomic<std::uint64_t> direct_calls_{0};
-  std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds timeout_;  // the group's; 0: none
   std::string group_name_;
   InFlight in_flight_;
   CollectiveNames names_;

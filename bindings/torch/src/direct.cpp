@@ -88,7 +88,7 @@ std::optional<ReduceSpec> ConcordBackend::direct_path_op(const std::vector<at::T
   // asynchronous allreduces with synchronous ones). A rank taking the engine
   // while another goes direct would fail both after the timeout, naming each
   // other. And a timeout: without one the checked call would have no deadline.
-  if (!direct_ || timeout_.count() <= 0 || tensors.size() != 1 || is_cuda(tensors[0])) {
+  if (!has_direct_path() || tensors.size() != 1 || is_cuda(tensors[0])) {
     return std::nullopt;
   }
   check_tensors(tensors, "allreduce", "tensors");
@@ -108,7 +108,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce_direct(at::Tensor& tens
   const std::string label = "all_reduce #" + std::to_string(++direct_calls_) + " of group '" +
                             group_name_ + "' (" + std::string(c10::toString(tensor.scalar_type())) +
                             "[" + std::to_string(tensor.numel()) + "])";
-  run_direct(work, async, [staged, view, spec, label, this] {
+  run_direct(work, "allreduce", async, !async, [staged, view, spec, label, this] {
     concord::allreduce(view.data, view.data, view.count, view.dtype, spec.op, *direct_,
                        checked(label));
     staged.copy_back();
@@ -121,7 +121,9 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::barrier_direct() {
                                                std::vector<at::Tensor>{});
   const std::string label =
       "barrier #" + std::to_string(++direct_calls_) + " of group '" + group_name_ + "'";
-  run_direct(work, true, [label, this] {
+  // After the engine's earlier collectives too, as gloo's barrier waits for all
+  // earlier work.
+  run_direct(work, "barrier", true, true, [label, this] {
     std::int32_t token = 0;
     concord::allreduce(&token, &token, 1, concord::DataType::Int32, concord::ReduceOp::Sum,
                        *direct_, checked(label));
@@ -132,20 +134,17 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::barrier_direct() {
 concord::AllreduceOptions ConcordBackend::checked(const std::string& label) const {
   concord::AllreduceOptions options;
   options.device = concord::Device::Cpu;
-  options.agreement_timeout_s = static_cast<double>(timeout_.count()) / 1e3;
+  options.agreement_timeout_s = timeout_s();
   options.label = label;
   return options;
 }
 
-void ConcordBackend::run_direct(const c10::intrusive_ptr<ConcordWork>& work, bool async,
-                                std::function<void()> call) {
-  // A synchronous call and a barrier also run after the engine's earlier
-  // collectives of this group (so that it sees their results, as gloo's
-  // barrier waits for all earlier work); an asynchronous allreduce, like any two
-  // asynchronous collectives, is not ordered against them.
-  const bool barrier = work->retrieveOpType() == c10d::OpType::BARRIER;
-  auto task = [this, work, async, barrier, call = std::move(call)] {
-    if (!async || barrier) in_flight_.wait_idle();
+void ConcordBackend::run_direct(const c10::intrusive_ptr<ConcordWork>& work, const char* what,
+                                bool async, bool after_engine, std::function<void()> call) {
+  // An asynchronous allreduce, like any two asynchronous collectives, is not
+  // ordered against the engine's; a synchronous one sees their results.
+  auto task = [this, work, async, after_engine, call = std::move(call)] {
+    if (after_engine) in_flight_.wait_idle();
     std::exception_ptr error;
     try {
       call();
@@ -155,12 +154,7 @@ void ConcordBackend::run_direct(const c10::intrusive_ptr<ConcordWork>& work, boo
       error = std::current_exception();
     }
     if (async) {
-      // The Work here, so that the lane's Works complete in call order (a
-      // barrier's after the allreduces before it). Its Future's callbacks
-      // (DDP's hooks) may wait on a later call of this lane: they run on the
-      // completer, never on the lane's thread.
-      work->complete_work(error);
-      completer_.post([work, error] { work->complete_future(error); });
+      complete_async(work, error);
     } else {
       work->complete(error);
     }
@@ -170,11 +164,20 @@ void ConcordBackend::run_direct(const c10::intrusive_ptr<ConcordWork>& work, boo
   auto cancel = [this, work] {
     const concord::Error e(concord::ErrorCode::Shutdown, rank_,
                            "the process group was shut down before this call ran");
-    completer_.post([work, error = work_error(e)] { work->complete(error); });
+    complete_async(work, work_error(e));
   };
   const bool taken = async ? lane_.post(std::move(task), std::move(cancel)) : lane_.run_here(task);
-  TORCH_CHECK(taken, "concord: ", barrier ? "barrier" : "allreduce",
-              ": the process group was shut down");
+  TORCH_CHECK(taken, "concord: ", what, ": the process group was shut down");
+}
+
+void ConcordBackend::complete_async(const c10::intrusive_ptr<ConcordWork>& work,
+                                    std::exception_ptr error) {
+  // The Work on this thread, so that the lane's Works complete in call order (a
+  // barrier's after the allreduces before it). Its Future's callbacks (DDP's
+  // hooks) may wait on a later call of this lane: they run on the completer,
+  // never on the lane's thread.
+  work->complete_work(error);
+  completer_.post([work, error] { work->complete_future(error); });
 }
 
 }  // namespace concord_torch
