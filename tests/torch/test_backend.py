@@ -272,14 +272,30 @@ def test_ranks_may_pass_different_async_op_to_one_allreduce(group):
             assert torch.equal(t.double(), expected)
 
 
-def test_a_rank_that_never_comes_fails_an_asynchronous_call(make_group):
+def group_with_a_late_rank(make_group):
+    """A direct group with a 1 s timeout, this process's rank, and the group's
+    last rank, which the test keeps away from the group's calls until
+    late_rank_comes."""
     import datetime
 
-    size, rank = dist.get_world_size(), dist.get_rank()
-    if size == 1:
+    if dist.get_world_size() == 1:
         pytest.skip("needs two ranks")
-    late = size - 1
     g = make_group(direct=True, timeout=datetime.timedelta(seconds=1))
+    return g, dist.get_rank(), dist.get_world_size() - 1
+
+
+def late_rank_comes(g, late):
+    """The late rank comes now (after a barrier on the default group) and fails:
+    the others gave up on the communicator. Then the group goes."""
+    dist.barrier()
+    if dist.get_rank() == late:
+        with pytest.raises(dist.DistBackendError, match="gave up on this communicator"):
+            dist.all_reduce(torch.ones(64), group=g)
+    dist.destroy_process_group(g)
+
+
+def test_a_rank_that_never_comes_fails_an_asynchronous_call(make_group):
+    g, rank, late = group_with_a_late_rank(make_group)
     t = torch.ones(64)
     if rank != late:
         work = dist.all_reduce(t, group=g, async_op=True)
@@ -288,11 +304,7 @@ def test_a_rank_that_never_comes_fails_an_asynchronous_call(make_group):
             work.wait()
         with pytest.raises(dist.DistBackendError, match="did not reach this call"):
             dist.barrier(group=g)  # the group has failed for good
-    dist.barrier()  # on the default group: the late rank comes now
-    if rank == late:
-        with pytest.raises(dist.DistBackendError, match="gave up on this communicator"):
-            dist.all_reduce(t, group=g)
-    dist.destroy_process_group(g)
+    late_rank_comes(g, late)
 
 
 def test_destroying_a_group_cancels_its_calls_that_have_not_started(make_group):
@@ -323,13 +335,7 @@ def test_destroying_a_group_cancels_its_calls_that_have_not_started(make_group):
 
 
 def test_a_rank_that_never_comes_fails_a_synchronous_call_for_good(make_group):
-    import datetime
-
-    size, rank = dist.get_world_size(), dist.get_rank()
-    if size == 1:
-        pytest.skip("needs two ranks")
-    late = size - 1
-    g = make_group(direct=True, timeout=datetime.timedelta(seconds=1))
+    g, rank, late = group_with_a_late_rank(make_group)
     t = torch.ones(64)
     dist.all_reduce(t, group=g)
     if rank != late:
@@ -340,11 +346,7 @@ def test_a_rank_that_never_comes_fails_a_synchronous_call_for_good(make_group):
         assert 1.0 <= time.monotonic() - start < 30
         with pytest.raises(dist.DistBackendError, match="did not reach this call"):
             dist.all_reduce(t, group=g)  # the group has failed for good
-    dist.barrier()  # on the default group: the late rank comes now
-    if rank == late:
-        with pytest.raises(dist.DistBackendError, match="gave up on this communicator"):
-            dist.all_reduce(t, group=g)
-    dist.destroy_process_group(g)
+    late_rank_comes(g, late)
 
 
 def test_subgroup_and_gloo_group_side_by_side(group):

@@ -8,8 +8,8 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
+
+from ddp_reference import max_relative_difference, train_both
 
 if not torch.cuda.is_available():
     if os.environ.get("CONCORD_TEST_REQUIRE_CUDA"):
@@ -64,30 +64,5 @@ def test_cuda_broadcast(device):
 
 
 def test_ddp_on_the_gpu_matches_one_process(device):
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    size, rank = dist.get_world_size(), dist.get_rank()
-    per_rank, steps = 6, 20
-
-    def make():
-        torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 4)).double().to(device)
-
-    ddp = DDP(make(), device_ids=[device.index])
-    reference = make()
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
-    g = torch.Generator().manual_seed(1)
-    for _ in range(steps):
-        x = torch.randn(per_rank * size, 8, generator=g, dtype=torch.float64).to(device)
-        y = torch.randn(per_rank * size, 4, generator=g, dtype=torch.float64).to(device)
-        mine = slice(rank * per_rank, (rank + 1) * per_rank)
-        opt.zero_grad()
-        F.mse_loss(ddp(x[mine]), y[mine]).backward()
-        opt.step()
-        ref_opt.zero_grad()
-        F.mse_loss(reference(x), y).backward()
-        ref_opt.step()
-    for p, q in zip(ddp.module.parameters(), reference.parameters()):
-        scale = q.detach().abs().max().item() or 1.0
-        assert (p.detach() - q.detach()).abs().max().item() / scale <= 1e-12
+    ddp, reference = train_both(torch.float64, device=device)
+    assert max_relative_difference(ddp.module, reference) <= 1e-12
