@@ -34,6 +34,17 @@ class Communicator {
   // The duplicated communicator concord sends on. Do not free it.
   MPI_Comm mpi_comm() const;
 
+  // For a rank that gives up on its peers (c10d's abort, an error elsewhere),
+  // from any thread: a call running on this communicator stops waiting for
+  // them and fails with ErrorCode::Shutdown, and so does every later call.
+  // Peers already in that call fail too, where they wait on this rank through
+  // shared memory, and otherwise at their own deadline (a checked call's
+  // agreement_timeout_s, CONCORD_TRANSPORT_TIMEOUT_S). Messages still in flight
+  // are left to MPI, as after a timeout. For good, and on this rank only.
+  // Copies share the flag.
+  void abort() const noexcept;
+  bool aborted() const noexcept;
+
   const detail::CommunicatorState& state() const { return *state_; }
 
  private:

@@ -11,6 +11,16 @@
 #include <mutex>
 
 namespace concord {
+
+namespace detail {
+CommunicatorState::~CommunicatorState() {
+  if (!failure && !abort_signal.raised()) return;
+  comm.release();
+  topology.local.release();
+  topology.cross.release();
+}
+}  // namespace detail
+
 namespace {
 
 void finalize_if_we_initialized() {
@@ -111,6 +121,12 @@ int Communicator::node() const {
 }
 int Communicator::num_nodes() const {
   return state_->topology.num_nodes;
+}
+void Communicator::abort() const noexcept {
+  state_->abort_signal.raise();
+}
+bool Communicator::aborted() const noexcept {
+  return state_->abort_signal.raised();
 }
 MPI_Comm Communicator::mpi_comm() const {
   return state_->comm.get();

@@ -1,6 +1,7 @@
 // What a Communicator holds: its duplicate of the user's communicator and the topology.
 #pragma once
 
+#include "core/abort_signal.hpp"
 #include "core/mpi_comm.hpp"
 #include "core/validate.hpp"
 
@@ -29,6 +30,14 @@ class TaskThread;        // core/task_thread.hpp
 struct DeviceResources;  // device/device_resources.hpp
 
 struct CommunicatorState {
+  CommunicatorState() = default;
+  // Where the communicator failed or was aborted, its ranks left messages that
+  // nobody will receive (a late rank's signature row, a send cut short): its
+  // MPI communicators are then released, not freed (MpiComm::release).
+  ~CommunicatorState();
+  CommunicatorState(const CommunicatorState&) = delete;
+  CommunicatorState& operator=(const CommunicatorState&) = delete;
+
   MpiComm comm;  // concord's private duplicate; all data moves on it
   int rank = 0;
   int size = 1;
@@ -63,6 +72,9 @@ struct CommunicatorState {
   // arrive, a wait for a peer passed its deadline): every later call throws it
   // again (dispatch/call_agreement.hpp).
   mutable std::optional<Error> failure;
+  // Communicator::abort() raised it, from any thread; the calls' waits read it.
+  // (Unlike `failure`, which only the calling thread writes.)
+  mutable AbortSignal abort_signal;
   // Signature rows of checked calls whose sends had not finished when the call
   // ended (a peer that gave up, or came late, never receives them): MPI may still
   // read them, so they live as long as the communicator.

@@ -27,6 +27,12 @@ class MpiComm {
 
   MPI_Comm get() const { return comm_; }
 
+  // Lets go of the communicator without freeing it (it then lives until
+  // MPI_Finalize): for one with messages still in flight that nobody will
+  // receive, whose context MPI would otherwise give to a later communicator,
+  // whose receives would then match them.
+  void release() noexcept { comm_ = MPI_COMM_NULL; }
+
   void reset() noexcept {
     if (comm_ == MPI_COMM_NULL) return;
     int finalized = 0;

@@ -14,6 +14,13 @@ Error timeout_error(int rank, double timeout_s, const std::string& waiting_on,
                            timeout_s, waiting_on, consequence));
 }
 
+Error aborted_error(int rank, const std::string& when) {
+  return Error(ErrorCode::Shutdown, rank,
+               fmt::format("this rank aborted the communicator (Communicator::abort) {}: the "
+                           "call failed, and so does every later one",
+                           when));
+}
+
 // Algorithms run on sub-communicators (a node's leaders, say), so a peer's rank
 // there is not what the user's logs show: name its MPI_COMM_WORLD rank as well.
 std::string describe_peer(MPI_Comm comm, int peer) {

@@ -3,6 +3,8 @@
 // engine's negotiation, so a dead peer or link reads the same wherever it shows.
 #pragma once
 
+#include "core/abort_signal.hpp"
+
 #include <concord/error.hpp>
 
 #include <mpi.h>
@@ -16,10 +18,12 @@
 
 namespace concord::detail {
 
-// What a poll ended with: MPI's return code, or that the deadline passed first.
+// What a poll ended with: MPI's return code, or that the deadline passed, or
+// the communicator was aborted, first.
 struct PollResult {
   int rc = MPI_SUCCESS;
   bool timed_out = false;
+  bool aborted = false;
 };
 
 // How a wait spends the time between polls. Busy: the transport's waits, in the
@@ -29,13 +33,14 @@ struct PollResult {
 // threads, so it sleeps 50 us between polls after a short spin.
 enum class Patience { Busy, Idle };
 
-// Polls `test` (which drives MPI progress) until it reports completion or
-// `timeout_s` (0: never) passes. MPICH's own MPI_Wait spins without yielding,
-// which makes runs with more ranks than cores crawl (each message then waits for
-// a scheduler time slice). The clock is read only every so many polls, so the
-// deadline costs nothing on the fast path.
+// Polls `test` (which drives MPI progress) until it reports completion, or
+// `timeout_s` (0: never) passes, or `abort` (null: none) is raised. MPICH's own MPI_Wait spins
+// without yielding, which makes runs with more ranks than cores crawl (each message then waits for
+// a scheduler time slice). The clock and the flag are read only every so many
+// polls, so they cost nothing on the fast path.
 template <typename Test>
-PollResult poll_until_done(Test&& test, double timeout_s, Patience patience = Patience::Busy) {
+PollResult poll_until_done(Test&& test, double timeout_s, Patience patience = Patience::Busy,
+                           const AbortSignal* abort = nullptr) {
   const bool idle = patience == Patience::Idle;
   // 64-bit: a wait of the default 30 minutes makes billions of polls.
   const std::uint64_t spins_before_yield = idle ? 100 : 2000;
@@ -51,10 +56,12 @@ PollResult poll_until_done(Test&& test, double timeout_s, Patience patience = Pa
     } else if (spins >= spins_before_yield) {
       sched_yield();
     }
-    if (timeout_s > 0 && spins % polls_per_clock_read == polls_per_clock_read - 1 &&
+    if (spins % polls_per_clock_read != polls_per_clock_read - 1) continue;
+    if (abort != nullptr && abort->raised()) return {MPI_SUCCESS, false, true};
+    if (timeout_s > 0 &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
             timeout_s) {
-      return {MPI_SUCCESS, true};
+      return {MPI_SUCCESS, true, false};
     }
   }
 }
@@ -64,6 +71,10 @@ PollResult poll_until_done(Test&& test, double timeout_s, Patience patience = Pa
 // down; <consequence> (CONCORD_TRANSPORT_TIMEOUT_S sets the limit, ...)".
 Error timeout_error(int rank, double timeout_s, const std::string& waiting_on,
                     const std::string& consequence);
+
+// The error of a call on a communicator this rank aborted (Communicator::abort),
+// ErrorCode::Shutdown; `when`: "while waiting on rank 1", "before this call".
+Error aborted_error(int rank, const std::string& when);
 
 // "rank 3", or "rank 1 (world rank 3)" where `peer`'s rank in `comm` is not its
 // MPI_COMM_WORLD rank (algorithms run on sub-communicators).

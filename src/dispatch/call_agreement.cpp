@@ -70,12 +70,18 @@ void release_sends(Exchange& ex, std::unique_ptr<SignatureRow> row, const Commun
   if (!done) free_sends(ex, std::move(row), state);
 }
 
+// How the wait for the peers' rows ended: complete, or with the peers whose
+// rows did not come by the deadline, or aborted (Communicator::abort).
+struct Arrival {
+  std::vector<std::string> missing;
+  bool aborted = false;
+};
+
 // Posts the exchange (receives first: a peer whose row has come has posted its
 // receive of this one, so a send to it is matched) and waits for the rows until
-// `timeout_s`; returns the peers whose rows did not come.
-std::vector<std::string> exchange_rows(Exchange& ex, std::vector<SignatureRow>& rows,
-                                       const SignatureRow& row, MPI_Comm mpi, int rank,
-                                       double timeout_s) {
+// `timeout_s` or an abort; the receives still open then are cancelled.
+Arrival exchange_rows(Exchange& ex, std::vector<SignatureRow>& rows, const SignatureRow& row,
+                      MPI_Comm mpi, int rank, double timeout_s, const AbortSignal& abort) {
   const int size = static_cast<int>(rows.size());
   const int fields = static_cast<int>(row.size());
   ex.sends.reserve(static_cast<std::size_t>(size));
@@ -97,9 +103,10 @@ std::vector<std::string> exchange_rows(Exchange& ex, std::vector<SignatureRow>& 
         return MPI_Testall(static_cast<int>(ex.recvs.size()), ex.recvs.data(), done,
                            MPI_STATUSES_IGNORE);
       },
-      timeout_s);
+      timeout_s, Patience::Busy, &abort);
   check_mpi(polled.rc, "MPI_Testall", rank);
-  return polled.timed_out ? abandon_receives(ex, mpi, rank) : std::vector<std::string>{};
+  if (!polled.timed_out && !polled.aborted) return {};
+  return {abandon_receives(ex, mpi, rank), polled.aborted};
 }
 
 }  // namespace
@@ -117,9 +124,9 @@ void agree_within(const char* what, std::string_view label, const CallSignature&
   }
   auto row = std::make_unique<SignatureRow>(rows[static_cast<std::size_t>(rank)]);
   Exchange ex{std::vector<MPI_Request>(static_cast<std::size_t>(size), MPI_REQUEST_NULL), {}};
-  std::vector<std::string> missing;
+  Arrival arrival;
   try {
-    missing = exchange_rows(ex, rows, *row, comm.mpi_comm(), rank, timeout_s);
+    arrival = exchange_rows(ex, rows, *row, comm.mpi_comm(), rank, timeout_s, state.abort_signal);
   } catch (...) {
     // An MPI call failed midway: nothing may still write into `rows` (on this
     // stack) or read `row` once this returns, and the ranks are out of step.
@@ -133,6 +140,13 @@ void agree_within(const char* what, std::string_view label, const CallSignature&
     throw;
   }
   release_sends(ex, std::move(row), state, rank);
+  if (arrival.aborted) {
+    const Error error = aborted_error(
+        rank, fmt::format("while {} waited for the other ranks", describe_call(what, label)));
+    fail_communicator(comm, error);
+    throw error;
+  }
+  const std::vector<std::string>& missing = arrival.missing;
   if (!missing.empty()) {
     const std::string call = describe_call(what, label);
     const Error error(
@@ -156,6 +170,13 @@ void fail_communicator(const Communicator& comm, const Error& error) {
 void check_not_failed(const Communicator& comm) {
   const CommunicatorState& state = comm.state();
   if (state.failure) throw *state.failure;
+  if (state.abort_signal.raised()) {
+    // Aborted between calls: this (calling) thread fails it, so that peers
+    // waiting on this rank through shared memory stop too.
+    const Error error = aborted_error(comm.rank(), "before this call");
+    fail_communicator(comm, error);
+    throw error;
+  }
 }
 
 }  // namespace concord::detail

@@ -29,18 +29,20 @@ void agree_within(const char* what, std::string_view label, const CallSignature&
 void fail_communicator(const Communicator& comm, const Error& error);
 
 // Runs `data_phase`; a Timeout escaping it (a wait past its deadline, or a peer
-// that gave up) fails `comm`, whose ranks are then out of step for good.
+// that gave up), or any error once `comm` was aborted, fails `comm`, whose ranks
+// are then out of step for good.
 template <typename DataPhase>
-void failing_on_timeout(const Communicator& comm, DataPhase&& data_phase) {
+void failing_when_abandoned(const Communicator& comm, DataPhase&& data_phase) {
   try {
     data_phase();
   } catch (const Error& e) {
-    if (e.code() == ErrorCode::Timeout) fail_communicator(comm, e);
+    if (e.code() == ErrorCode::Timeout || comm.aborted()) fail_communicator(comm, e);
     throw;
   }
 }
 
-// Throws the error `comm` failed with, if it has; nothing otherwise.
+// Throws the error `comm` failed with, if it has, or (failing it) that it was
+// aborted; nothing otherwise.
 void check_not_failed(const Communicator& comm);
 
 }  // namespace concord::detail

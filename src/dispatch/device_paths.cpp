@@ -61,7 +61,7 @@ void cross_node_allreduce(DeviceResources& res, const CommunicatorState& state, 
   exec.fence();
   HostExecutor host_exec(call.dtype, call.op);
   const ReduceContext host_ctx{esize, call.dtype, &host_exec};
-  MpiTransport cross(topo.cross.get());
+  MpiTransport cross(topo.cross.get(), &state.abort_signal);
   allreduce_flat(choose_flat_algorithm(bytes, cross.size()), cross, host, count, host_ctx,
                  config().ring_segment_bytes);
   exec.copy(shard, host, bytes);

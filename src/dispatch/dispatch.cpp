@@ -164,7 +164,7 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
       break;
     case Path::Hierarchical: {
       // Across nodes: a flat algorithm over MPI among the ranks with this local rank.
-      MpiTransport cross(topo.cross.get());
+      MpiTransport cross(topo.cross.get(), &state.abort_signal);
       InterNodeStep inter;
       inter.ranks = cross.size();
       inter.allreduce = [&](void* shard, std::size_t n) {
@@ -183,7 +183,7 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
       const Algorithm flat = call.algorithm == Algorithm::Hierarchical
                                  ? choose_flat_algorithm(bytes, comm.size())
                                  : call.algorithm;
-      MpiTransport transport(comm.mpi_comm());
+      MpiTransport transport(comm.mpi_comm(), &state.abort_signal);
       allreduce_flat(flat, transport, call.recv, call.count, ctx, call.ring_segment_bytes);
       break;
     }
@@ -236,7 +236,7 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
   if (count == 0) return;
   const Call call{send,      recv,    count,         dtype, op, options.algorithm,
                   algorithm, segment, options.stream};
-  failing_on_timeout(comm, [&] {
+  failing_when_abandoned(comm, [&] {
     if (device == Device::Cuda) {
       run_device_allreduce(call, comm, options.device.has_value());
     } else {
@@ -260,7 +260,7 @@ void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype,
   const ReduceContext ctx{size_of(dtype), dtype, &exec};
   const MessageView view(std::move(tensors), ctx.elem_size);
   if (view.count() == 0) return;
-  failing_on_timeout(comm, [&] {
+  failing_when_abandoned(comm, [&] {
     allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits(comm.state()));
   });
 }
@@ -268,21 +268,21 @@ void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype,
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {
   check_not_failed(comm);
   if (comm.size() == 1 || bytes == 0) return;
-  MpiTransport transport(comm.mpi_comm());
+  MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
   broadcast_binomial(transport, buf, bytes, root);
 }
 
 void dispatch_allgatherv(const void* mine, void* out, const std::vector<std::size_t>& block_bytes,
                          const Communicator& comm) {
   check_not_failed(comm);
-  MpiTransport transport(comm.mpi_comm());
+  MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
   allgatherv_ring(transport, mine, out, block_bytes);
 }
 
 void dispatch_alltoallv(const void* send, const std::vector<std::size_t>& send_bytes, void* recv,
                         const std::vector<std::size_t>& recv_bytes, const Communicator& comm) {
   check_not_failed(comm);
-  MpiTransport transport(comm.mpi_comm());
+  MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
   alltoallv_pairwise(transport, send, send_bytes, recv, recv_bytes);
 }
 

@@ -14,9 +14,11 @@
 
 namespace concord::detail {
 
-MpiTransport::MpiTransport(MPI_Comm comm) : MpiTransport(comm, config().transport_timeout_s) {}
+MpiTransport::MpiTransport(MPI_Comm comm, const AbortSignal* abort)
+    : MpiTransport(comm, config().transport_timeout_s, abort) {}
 
-MpiTransport::MpiTransport(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
+MpiTransport::MpiTransport(MPI_Comm comm, double timeout_s, const AbortSignal* abort)
+    : comm_(comm), timeout_s_(timeout_s), abort_(abort) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", rank_);
 }
@@ -24,10 +26,10 @@ MpiTransport::MpiTransport(MPI_Comm comm, double timeout_s) : comm_(comm), timeo
 MpiTransport::~MpiTransport() {
   for (MPI_Request& r : slots_) {
     if (r == MPI_REQUEST_NULL) continue;
-    // After a timeout the peer is presumed gone: waiting would hang the unwind.
-    // The requests are handed to MPI to finish or drop; the communicator is
-    // unusable and the error tells the caller so.
-    if (timed_out_) {
+    // After a timeout the peer is presumed gone, after an abort this rank is
+    // leaving: waiting would hang the unwind. The requests are handed to MPI to
+    // finish or drop; the communicator is unusable and the error says so.
+    if (abandoned_) {
       MPI_Request_free(&r);
     } else {
       MPI_Wait(&r, MPI_STATUS_IGNORE);
@@ -92,8 +94,9 @@ Request MpiTransport::irecv(int peer, void* buf, std::size_t bytes, int tag) {
   return Request{slot};
 }
 
-void MpiTransport::throw_timeout(const std::string& waiting_on) {
-  timed_out_ = true;
+void MpiTransport::throw_abandoned(const PollResult& polled, const std::string& waiting_on) {
+  abandoned_ = true;
+  if (polled.aborted) throw aborted_error(rank_, "while waiting on " + waiting_on);
   throw timeout_error(rank_, timeout_s_, waiting_on, "this communicator is unusable");
 }
 
@@ -101,9 +104,12 @@ void MpiTransport::wait(Request& request) {
   if (request.slot == Request::kNone) return;
   std::size_t slot = request.slot;
   request.slot = Request::kNone;
-  PollResult result = poll_until_done(
-      [&](int* done) { return MPI_Test(&slots_[slot], done, MPI_STATUS_IGNORE); }, timeout_s_);
-  if (result.timed_out) throw_timeout(describe_peer(slot_peers_[slot]));
+  PollResult result =
+      poll_until_done([&](int* done) { return MPI_Test(&slots_[slot], done, MPI_STATUS_IGNORE); },
+                      timeout_s_, Patience::Busy, abort_);
+  if (result.timed_out || result.aborted) {
+    throw_abandoned(result, describe_peer(slot_peers_[slot]));
+  }
   free_slots_.push_back(slot);
   check_mpi(result.rc, "MPI_Wait", rank_);
 }
@@ -115,8 +121,8 @@ void MpiTransport::wait_all() {
         return MPI_Testall(static_cast<int>(slots_.size()), slots_.data(), done,
                            MPI_STATUSES_IGNORE);
       },
-      timeout_s_);
-  if (result.timed_out) throw_timeout(pending_peers());
+      timeout_s_, Patience::Busy, abort_);
+  if (result.timed_out || result.aborted) throw_abandoned(result, pending_peers());
   free_slots_.clear();
   for (std::size_t i = 0; i < slots_.size(); ++i) free_slots_.push_back(i);
   check_mpi(result.rc, "MPI_Waitall", rank_);

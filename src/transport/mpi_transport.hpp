@@ -1,7 +1,10 @@
 // Transport over MPI point-to-point on concord's private duplicate communicator.
 #pragma once
 
+#include "core/abort_signal.hpp"
 #include "transport/transport.hpp"
+
+#include "core/mpi_wait.hpp"
 
 #include <mpi.h>
 
@@ -13,12 +16,14 @@ namespace concord::detail {
 class MpiTransport final : public Transport {
  public:
   // Waits fail with ErrorCode::Timeout after CONCORD_TRANSPORT_TIMEOUT_S without
-  // a completion, or after `timeout_s` (0: never).
-  explicit MpiTransport(MPI_Comm comm);
-  MpiTransport(MPI_Comm comm, double timeout_s);
+  // a completion, or after `timeout_s` (0: never); and with ErrorCode::Shutdown
+  // once `abort` (the communicator's, null: none) is raised.
+  explicit MpiTransport(MPI_Comm comm, const AbortSignal* abort = nullptr);
+  MpiTransport(MPI_Comm comm, double timeout_s, const AbortSignal* abort = nullptr);
   // Pending requests are completed (errors swallowed) so no MPI request outlives
   // the buffers it points into, also when an algorithm throws; after a wait
-  // timed out (CONCORD_TRANSPORT_TIMEOUT_S) they are freed instead, unfinished.
+  // timed out (CONCORD_TRANSPORT_TIMEOUT_S) or was aborted they are freed
+  // instead, unfinished: the peer is presumed gone, or this rank is leaving.
   ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
@@ -35,8 +40,9 @@ class MpiTransport final : public Transport {
   std::size_t take_slot(int peer);
   void check_count(std::size_t bytes) const;
   // Marks the transport abandoned (its destructor then frees, rather than waits
-  // on, what is pending) and throws ErrorCode::Timeout naming `waiting_on`.
-  [[noreturn]] void throw_timeout(const std::string& waiting_on);
+  // on, what is pending) and throws, naming `waiting_on`, ErrorCode::Timeout or
+  // (`polled` aborted) ErrorCode::Shutdown.
+  [[noreturn]] void throw_abandoned(const PollResult& polled, const std::string& waiting_on);
   std::string pending_peers() const;
   std::string describe_peer(int peer) const;
 
@@ -44,10 +50,11 @@ class MpiTransport final : public Transport {
   int rank_ = 0;
   int size_ = 1;
   double timeout_s_ = 0;
+  const AbortSignal* abort_ = nullptr;
   std::vector<MPI_Request> slots_;  // MPI_REQUEST_NULL when free
   std::vector<int> slot_peers_;     // the peer of each slot's request
   std::vector<std::size_t> free_slots_;
-  bool timed_out_ = false;
+  bool abandoned_ = false;
 };
 
 }  // namespace concord::detail

@@ -2,6 +2,7 @@
 
 #include "core/agreement.hpp"
 #include "core/mpi_check.hpp"
+#include "core/mpi_wait.hpp"
 #include "transport/peer_reads.hpp"
 
 #include <concord/error.hpp>
@@ -438,9 +439,15 @@ void ShmArena::wait_for(int peer, std::uint64_t value) const {
 #if defined(__x86_64__)
       _mm_pause();
 #endif
-    } else {
-      sched_yield();
+      continue;
     }
+    // Past the spins a wait is long, and the flag's read costs nothing beside
+    // the yield.
+    if (abort_ != nullptr && abort_->raised()) {
+      throw aborted_error(world_rank_,
+                          fmt::format("while waiting on the node's local rank {}", peer));
+    }
+    sched_yield();
   }
 }
 

@@ -1,6 +1,7 @@
 // A SharedArena over one POSIX shared-memory segment per node and communicator.
 #pragma once
 
+#include "core/abort_signal.hpp"
 #include "transport/heap_ranges.hpp"
 #include "transport/shared_arena.hpp"
 
@@ -51,6 +52,9 @@ class ShmArena final : public SharedArena {
   // calls set_peer_reads(true) on every rank or on none.
   std::string probe_peer_reads(MPI_Comm local);
   void set_peer_reads(bool on) { peer_reads_ = on; }
+  // The communicator's abort flag (Communicator::abort): wait_for() gives up
+  // once it is raised, with ErrorCode::Shutdown. Null (the default): none.
+  void watch_abort(const AbortSignal* abort) { abort_ = abort; }
   bool can_read_peer() const override { return peer_reads_; }
   void read_peer(int peer, void* to, const void* from, std::size_t bytes) const override;
 
@@ -87,6 +91,7 @@ class ShmArena final : public SharedArena {
   std::size_t heaps_at_;  // offset of rank 0's heap in the segment
   std::size_t heap_bytes_;
   bool peer_reads_ = false;
+  const AbortSignal* abort_ = nullptr;
   std::uint64_t probe_ = 0;  // read by peers in probe_peer_reads
   std::mutex heap_mutex_;    // the heap is handed out from any thread
   HeapRanges heap_ranges_;

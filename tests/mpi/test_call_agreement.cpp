@@ -5,6 +5,8 @@
 // comes late fails instead of waiting for peers that gave up.
 #include <catch2/catch.hpp>
 
+#include "failing_calls.hpp"
+
 #include <concord/concord.hpp>
 
 #include <mpi.h>
@@ -12,38 +14,13 @@
 #include <chrono>
 #include <limits>
 #include <string>
-#include <utility>
 #include <vector>
 
 using namespace concord;
 
-namespace {
-
-// The error `call` throws (code Internal and an empty message where it throws none).
-template <typename Call>
-std::pair<ErrorCode, std::string> error_of(Call&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return {e.code(), e.what()};
-  }
-  return {ErrorCode::Internal, ""};
-}
-
-AllreduceOptions checked(double timeout_s, std::string_view label = "test call") {
-  AllreduceOptions options;
-  options.agreement_timeout_s = timeout_s;
-  options.label = label;
-  return options;
-}
-
-// A communicator of its own (a duplicate of the world's), for tests that fail it.
-Communicator own_communicator(MPI_Comm& dup) {
-  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-  return Communicator(dup);
-}
-
-}  // namespace
+using concord::test::checked;
+using concord::test::error_of;
+using concord::test::own_communicator;
 
 TEST_CASE("a checked allreduce agrees, then reduces, between unchecked ones", "[agreement]") {
   Communicator comm = Communicator::world();

@@ -1,6 +1,8 @@
 // The MPI transport's deadline (CONCORD_TRANSPORT_TIMEOUT_S): a peer that never
 // sends makes the wait fail with ErrorCode::Timeout naming it, instead of hanging,
-// and unwinding the transport does not wait on the abandoned request.
+// and unwinding the transport does not wait on the abandoned request. An abort
+// (Communicator::abort's flag, raised from another thread) ends such a wait the
+// same way, at once, with ErrorCode::Shutdown.
 #include <catch2/catch.hpp>
 
 #include <concord/error.hpp>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 TEST_CASE("a wait on a silent peer times out and names it", "[transport][timeout]") {
   int rank = 0;
@@ -54,5 +57,55 @@ TEST_CASE("a wait on a silent peer times out and names it", "[transport][timeout
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) CHECK(late == 42);
+  MPI_Comm_free(&comm);
+}
+
+TEST_CASE("an aborted wait on a silent peer stops at once and names it",
+          "[transport][aborted_wait]") {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) return;  // needs a peer
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  constexpr int kTag = 8;
+  std::int64_t late = 0;  // outlives the abandoned receive: rank 1 sends into it later
+  if (rank == 0) {
+    std::string message;
+    auto code = concord::ErrorCode::Internal;
+    concord::detail::AbortSignal abort;
+    const auto start = std::chrono::steady_clock::now();
+    std::thread aborter([&abort] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      abort.raise();
+    });
+    {
+      // No deadline: only the abort can end this wait.
+      concord::detail::MpiTransport transport(comm, 0, &abort);
+      concord::detail::Request request = transport.irecv(1, &late, sizeof late, kTag);
+      try {
+        transport.wait(request);
+      } catch (const concord::Error& e) {
+        code = e.code();
+        message = e.what();
+      }
+    }  // the destructor frees the pending receive rather than waiting on it
+    aborter.join();
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(code == concord::ErrorCode::Shutdown);
+    CHECK_THAT(message, Catch::Matchers::Contains("aborted the communicator") &&
+                            Catch::Matchers::Contains("while waiting on rank 1"));
+    CHECK(waited >= 0.3);
+    CHECK(waited < 10);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) {
+    const std::int64_t value = 43;
+    MPI_Ssend(&value, 1, MPI_INT64_T, 0, kTag, comm);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) CHECK(late == 43);
   MPI_Comm_free(&comm);
 }

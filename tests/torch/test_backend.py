@@ -334,6 +334,33 @@ def test_destroying_a_group_cancels_its_calls_that_have_not_started(make_group):
     dist.barrier()
 
 
+def test_aborting_a_group_stops_its_running_call(make_group):
+    # c10d's abort (ProcessGroup.abort, _abort_process_group): unlike destroy,
+    # the call already running stops waiting for its peers and fails now.
+    import datetime
+
+    if dist.get_world_size() == 1:
+        pytest.skip("needs two ranks")
+    g = make_group(direct=True, timeout=datetime.timedelta(seconds=60))
+    late = dist.get_world_size() - 1
+    if dist.get_rank() != late:  # the late rank never comes
+        work = dist.all_reduce(torch.ones(8), group=g, async_op=True)
+        queued = dist.all_reduce(torch.ones(8), group=g, async_op=True)
+        time.sleep(0.3)  # the first is running, waiting for the late rank
+        start = time.monotonic()
+        g.abort()
+        assert time.monotonic() - start < 10  # not the group's 60 s
+        with pytest.raises(dist.DistBackendError,
+                           match="aborted the communicator.*all_reduce #1 of group"):
+            work.wait()
+        with pytest.raises(dist.DistBackendError, match="shut down before this call ran"):
+            queued.wait()
+    else:
+        g.abort()
+    dist.destroy_process_group(g)
+    dist.barrier()
+
+
 def test_a_rank_that_never_comes_fails_a_synchronous_call_for_good(make_group):
     g, rank, late = group_with_a_late_rank(make_group)
     t = torch.ones(64)

@@ -113,6 +113,12 @@ void ConcordBackend::shutdown() {
   completer_.drain();
 }
 
+void ConcordBackend::abort() {
+  // From this thread, while the lane's may be inside a call: the flag only.
+  if (direct_) direct_->abort();
+  shutdown();
+}
+
 concord::Engine& ConcordBackend::engine(const char* call) {
   TORCH_CHECK(engine_ != nullptr, "concord: ", call, ": the process group was shut down");
   return *engine_;

@@ -122,8 +122,14 @@ class ConcordBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
   // Stops the engine: pending collectives fail. Idempotent; the destructor and
-  // the package's exit handler (before MPI is finalized) call it.
+  // the package's exit handler (before MPI is finalized) call it. A direct call
+  // already running finishes first (it waits for its peers, at most the timeout).
   void shutdown() override;
+  // c10d's abort (ProcessGroup.abort, distributed_c10d._abort_process_group),
+  // for a rank that gives up on its peers: as shutdown, but a running direct
+  // call stops waiting for them and fails now (concord::Communicator::abort),
+  // and every later call fails.
+  void abort() override;
 
  private:
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* title,

@@ -32,8 +32,9 @@ class SerialLane {
   // Refuses later calls, cancels the queued tasks that have not started (their
   // peers may never come: a rank leaving after an error must not wait them
   // out), and returns once the task running, on either thread, has returned.
-  // A running task is not interrupted: a checked call ends when its peers come
-  // or at its deadline (gloo's destructor likewise waits for its work).
+  // A running task is not interrupted: a checked call ends when its peers come,
+  // at its deadline (gloo's destructor likewise waits for its work), or at once
+  // where the backend aborted its communicator first (ConcordBackend::abort).
   // Idempotent, and safe from several threads.
   void stop();
 

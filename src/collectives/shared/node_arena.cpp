@@ -89,7 +89,10 @@ SharedArena* node_arena(const CommunicatorState& state) {
     const std::size_t heap = cfg.shm_heap_bytes.value_or(default_heap_bytes(topo.local_size));
     try {
       warn_if_heap_sizes_differ(state, heap);
-      arena = ShmArena::create(topo.local.get(), cfg.shm_region_bytes, heap, state.rank);
+      std::unique_ptr<ShmArena> shm =
+          ShmArena::create(topo.local.get(), cfg.shm_region_bytes, heap, state.rank);
+      shm->watch_abort(&state.abort_signal);
+      arena = std::move(shm);
     } catch (const Error& e) {
       failure = e.what();
     }
