@@ -151,6 +151,14 @@ class Engine {
   // returns at once; a later shutdown() from another thread, or the destructor,
   // waits for the threads to end. Never destroy the engine from a callback.
   void shutdown();
+  // For a rank that gives up on its peers (c10d's abort, an error elsewhere):
+  // the collective or negotiation now waiting for them stops at once, every
+  // pending and later operation fails with ErrorCode::Shutdown naming the
+  // abort, and the engine stops for good. The peers are not told: their waits
+  // for this rank end at their own deadline, or their own abort. Returns at
+  // once, from any thread (a completion callback too); shutdown() or the
+  // destructor then waits for the engine's threads.
+  void abort() noexcept;
 
   int rank() const;
   int size() const;

@@ -1,22 +1,53 @@
 #include "core/agreement.hpp"
 
+#include "core/config.hpp"
 #include "core/mpi_check.hpp"
+#include "core/mpi_wait.hpp"
 
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <vector>
 
 namespace concord::detail {
 
-bool all_ranks_ok(MPI_Comm comm, bool ok, int rank) {
-  int flag = ok ? 1 : 0;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
-  return flag != 0;
+void wait_for_setup(MPI_Request& request, const char* call, int rank, const SetupWait& wait) {
+  const double timeout_s = config().transport_timeout_s;
+  // Idle: a rank may come to its first call minutes after the others (loading
+  // its data); polling gently leaves their cores to their own threads.
+  const PollResult polled =
+      poll_until_done([&](int* done) { return MPI_Test(&request, done, MPI_STATUS_IGNORE); },
+                      timeout_s, Patience::Idle, wait.abort);
+  if (polled.aborted || polled.timed_out) request = MPI_REQUEST_NULL;  // abandoned
+  if (polled.aborted) {
+    throw aborted_error(rank,
+                        fmt::format("while {} ({}) waited on the other ranks", wait.step, call));
+  }
+  if (polled.timed_out) {
+    throw timeout_error(rank, timeout_s, fmt::format("the other ranks in {} ({})", wait.step, call),
+                        "the call fails, and so does every later one on this communicator");
+  }
+  check_mpi(polled.rc, "MPI_Test", rank);
+}
+
+bool all_ranks_ok(MPI_Comm comm, bool ok, int rank, const SetupWait& wait) {
+  // On the heap: an abandoned request may still write it (keep_until_exit).
+  std::vector<int> flag{ok ? 1 : 0};
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, flag.data(), 1, MPI_INT, MPI_MIN, comm, &request),
+            "MPI_Iallreduce", rank);
+  try {
+    wait_for_setup(request, "MPI_Iallreduce", rank, wait);
+  } catch (...) {
+    keep_until_exit(flag);
+    throw;
+  }
+  return flag[0] != 0;
 }
 
 bool agree_or_fall_back(MPI_Comm comm, const std::string& local_failure, int rank,
-                        const FallBack& fall_back) {
-  if (all_ranks_ok(comm, local_failure.empty(), rank)) return true;
+                        const FallBack& fall_back, const SetupWait& wait) {
+  if (all_ranks_ok(comm, local_failure.empty(), rank, wait)) return true;
   if (!local_failure.empty()) {
     fmt::print(stderr, "{}; {}\n", local_failure, fall_back.instead);
     return false;

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+#include <vector>
+
 namespace concord::detail {
 
 Error timeout_error(int rank, double timeout_s, const std::string& waiting_on,
@@ -19,6 +22,15 @@ Error aborted_error(int rank, const std::string& when) {
                fmt::format("this rank aborted the communicator (Communicator::abort) {}: the "
                            "call failed, and so does every later one",
                            when));
+}
+
+void keep_buffer_until_exit(std::shared_ptr<void> buffer) {
+  // Leaked on purpose: a function-local static would be destroyed at exit
+  // before concord's MPI_Finalize.
+  static auto* kept_mutex = new std::mutex;
+  static auto* kept = new std::vector<std::shared_ptr<void>>;
+  std::lock_guard lock(*kept_mutex);
+  kept->push_back(std::move(buffer));
 }
 
 // Algorithms run on sub-communicators (a node's leaders, say), so a peer's rank

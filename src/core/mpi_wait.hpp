@@ -1,6 +1,7 @@
 // Waiting on MPI requests with a deadline (CONCORD_TRANSPORT_TIMEOUT_S): the
-// polling loop and the timeout's wording, shared by the MPI transport and the
-// engine's negotiation, so a dead peer or link reads the same wherever it shows.
+// polling loop and the timeout's wording, shared by the MPI transport, the
+// set-up collectives and the engine's negotiation, so a dead peer or link reads
+// the same wherever it shows.
 #pragma once
 
 #include "core/abort_signal.hpp"
@@ -11,8 +12,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <sched.h>
 
@@ -79,5 +82,19 @@ Error aborted_error(int rank, const std::string& when);
 // "rank 3", or "rank 1 (world rank 3)" where `peer`'s rank in `comm` is not its
 // MPI_COMM_WORLD rank (algorithms run on sub-communicators).
 std::string describe_peer(MPI_Comm comm, int peer);
+
+// Keeps `buffer` until the process exits (never destroyed: concord's
+// MPI_Finalize at exit may still drive the request into it).
+void keep_buffer_until_exit(std::shared_ptr<void> buffer);
+
+// For a nonblocking collective abandoned at its deadline or an abort: MPI still
+// owns the request and may yet write its buffers (the peer may come back, or the
+// link), and such a request can be neither freed nor cancelled. So the buffers
+// move, their heap storage with them (a vector's elements, a unique_ptr's
+// object: what MPI was given must be on the heap), to a list kept until exit.
+template <typename... Buffers>
+void keep_until_exit(Buffers&... buffers) {
+  (keep_buffer_until_exit(std::make_shared<Buffers>(std::move(buffers))), ...);
+}
 
 }  // namespace concord::detail

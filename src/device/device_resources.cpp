@@ -135,7 +135,8 @@ DeviceResources& device_resources(const CommunicatorState& state) {
   }
   const bool ok =
       agree_or_fall_back(state.comm.get(), why, state.rank,
-                         {"CUDA IPC", "device buffers go through pinned host memory instead"});
+                         {"CUDA IPC", "device buffers go through pinned host memory instead"},
+                         {"CUDA IPC's set-up", &state.abort_signal});
   if (!ok) res->arena.reset();
   res->ipc_everywhere = ok && cfg.cuda_ipc;
   state.device_resources = res;

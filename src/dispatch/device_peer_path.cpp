@@ -187,7 +187,8 @@ DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& 
     why = e.what();
   }
   if (!agree_or_fall_back(state.comm.get(), why, state.rank,
-                          {"the device-synchronised path", "device buffers take the IPC rounds"})) {
+                          {"the device-synchronised path", "device buffers take the IPC rounds"},
+                          {"the device-synchronised path's set-up", &state.abort_signal})) {
     return nullptr;
   }
   path->space.arena = path->arena.get();

@@ -248,8 +248,13 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
 bool tensors_in_place_supported(const Communicator& comm, Algorithm algorithm) {
   if (comm.size() < 2 || !ranks_share_a_node(comm)) return false;
   // Bytes do not matter here: with ranks sharing a node Auto is Hierarchical.
-  return choose_host_path(comm, resolve_algorithm(algorithm, 0, comm.size(), true)) ==
-         Path::SharedMemory;
+  // The first choice makes the arena: a rank that never comes fails `comm`.
+  bool shared = false;
+  failing_when_abandoned(comm, [&] {
+    shared = choose_host_path(comm, resolve_algorithm(algorithm, 0, comm.size(), true)) ==
+             Path::SharedMemory;
+  });
+  return shared;
 }
 
 void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype, ReduceOp op,

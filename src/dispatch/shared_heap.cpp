@@ -4,6 +4,7 @@
 #include <concord/shared_buffer.hpp>
 
 #include "collectives/shared/node_arena.hpp"
+#include "dispatch/call_agreement.hpp"
 
 #include <fmt/format.h>
 
@@ -19,7 +20,9 @@ constexpr std::align_val_t kAlignment{4096};
 
 SharedBuffer allocate_shared(std::size_t bytes, const Communicator& comm) {
   // Every rank makes this call, whatever its size: it is where the arena is made.
-  detail::SharedArena* arena = detail::node_arena(comm.state());
+  // A rank that never comes to it fails the communicator, as in a call.
+  detail::SharedArena* arena = nullptr;
+  detail::failing_when_abandoned(comm, [&] { arena = detail::node_arena(comm.state()); });
   SharedBuffer buffer;
   if (bytes == 0) return buffer;
   if (arena != nullptr) {

@@ -17,6 +17,10 @@ Engine::~Engine() = default;
 void Engine::shutdown() {
   core_->shutdown();
 }
+
+void Engine::abort() noexcept {
+  core_->abort();
+}
 int Engine::rank() const {
   return core_->rank();
 }

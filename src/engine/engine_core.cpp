@@ -3,6 +3,7 @@
 // collectives, engine_collectives.cpp) and shutdown.
 #include "engine/engine_core.hpp"
 
+#include "core/communicator_state.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
 #include "device/device_path.hpp"
@@ -121,6 +122,16 @@ void EngineCore::shutdown() {
   }
 }
 
+void EngineCore::abort() noexcept {
+  data_.abort();
+  control_.abort();
+  // Without the mutex (abort takes no lock): if the engine thread is between
+  // its check of the flag and its sleep, it misses this wakeup and sleeps out
+  // its cycle, then finds the abort when its next negotiation starts.
+  stop_requested_ = true;
+  wake_.notify_all();
+}
+
 std::vector<Handle> EngineCore::submit(std::vector<std::shared_ptr<Work>> works, bool whole_group) {
   for (const auto& w : works) validate(*w);
   for (const auto& w : works) {
@@ -176,7 +187,8 @@ void EngineCore::loop() {
     // The negotiator could not be made, or a cycle failed (a peer timed out:
     // ErrorCode::Timeout): the ranks no longer agree, so this engine stops (its
     // peers stop on their next cycle with it, or time out on it themselves).
-    report_stop(std::current_exception(), data_.rank());
+    // After Engine::abort the stop was asked for: nothing to report.
+    if (!control_.aborted()) report_stop(std::current_exception(), data_.rank());
     try {
       failure = to_error(std::current_exception(), data_.rank(), "Engine");
     } catch (...) {
@@ -219,7 +231,8 @@ void EngineCore::cycles() {
       std::max(cycle_time_ms_ / 1000, std::chrono::duration<double>(kIdleCycle).count()) +
       cycle_time_ms_ / 1000;
   Negotiator negotiator(control_.mpi_comm(), control_.rank(), control_.size(), stall_,
-                        config().transport_timeout_s, longest_sleep_s);
+                        config().transport_timeout_s, longest_sleep_s,
+                        control_.state().abort_signal);
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(cycle_time_ms_));
   // Tensors of whole groups given to the negotiator and not yet agreed (engine

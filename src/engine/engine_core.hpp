@@ -53,6 +53,10 @@ class EngineCore {
   // engine's own threads (a completion callback), where it only requests it:
   // a later shutdown() from another thread, or the destructor, joins.
   void shutdown();
+  // Engine::abort: aborts both communicators (their waits, and the
+  // negotiator's, stop at the next poll) and wakes the engine thread, which
+  // then fails everything with the abort's error. Takes no lock.
+  void abort() noexcept;
   // True on the engine thread and on the packer thread.
   bool on_engine_thread() const noexcept;
 

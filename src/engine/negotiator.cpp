@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
 namespace concord::detail {
 namespace {
@@ -36,27 +35,33 @@ void set_bit(std::uint64_t* words, std::size_t id) {
   words[id / 64] |= std::uint64_t{1} << (id % 64);
 }
 
-// Waits for a negotiation request for at most `limit_s` (0: forever), polling
-// gently (Patience::Idle: the first exchange waits for the slowest rank's next
-// cycle). Past the limit the request is abandoned: MPI still owns it and may yet
-// write `buffers` (the peer may come back, or the link), and a nonblocking
-// collective can be neither freed nor cancelled, so the buffers move (their heap
-// storage with them) to a list kept for the life of the process and the request
-// is never waited on again. Returns false then.
+// What every operation fails with once this rank aborted its engine
+// (Engine::abort); `when`: "before its next negotiation", ...
+Error engine_aborted_error(int rank, const std::string& when) {
+  return Error(ErrorCode::Shutdown, rank,
+               fmt::format("Engine: this rank aborted the engine (Engine::abort) {}: the engine "
+                           "stops, and every pending and later operation fails",
+                           when));
+}
+
+// Waits for a negotiation request (MPI's `call`) for at most `limit_s` (0:
+// forever), polling gently (Patience::Idle: the first exchange waits for the
+// slowest rank's next cycle), or until `abort` is raised. Then the request is
+// abandoned and `buffers` are kept until exit (keep_until_exit). Returns false
+// past the limit; throws engine_aborted_error() on an abort.
 template <typename... Buffers>
-bool wait_request(MPI_Request& request, double limit_s, int rank, Buffers&... buffers) {
+bool wait_request(MPI_Request& request, double limit_s, const AbortSignal& abort, int rank,
+                  const char* call, Buffers&... buffers) {
   const PollResult result =
       poll_until_done([&](int* done) { return MPI_Test(&request, done, MPI_STATUS_IGNORE); },
-                      limit_s, Patience::Idle);
-  if (result.timed_out) {
-    // Never destroyed (leaked on purpose): a function-local static would be
-    // destroyed at exit before concord's MPI_Finalize, which may still drive
-    // the request into these buffers.
-    static auto* kept_mutex = new std::mutex;
-    static auto* kept = new std::vector<std::shared_ptr<void>>;
-    std::lock_guard lock(*kept_mutex);
-    (kept->push_back(std::make_shared<Buffers>(std::move(buffers))), ...);
+                      limit_s, Patience::Idle, &abort);
+  if (result.timed_out || result.aborted) {
+    keep_until_exit(buffers...);
     request = MPI_REQUEST_NULL;
+    if (result.aborted) {
+      throw engine_aborted_error(
+          rank, fmt::format("while its negotiation ({}) waited on the other ranks", call));
+    }
     return false;
   }
   check_mpi(result.rc, "MPI_Test", rank);
@@ -105,7 +110,7 @@ class Reader {
 }  // namespace
 
 Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s,
-                       double cycle_s)
+                       double cycle_s, const AbortSignal& abort)
     : control_(control),
       rank_(rank),
       size_(size),
@@ -113,6 +118,7 @@ Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, 
       // A live peer may sleep out its cycle time before it enters the next
       // exchange (EngineCore::cycles): that is not silence, so it is added.
       wait_limit_s_(timeout_s > 0 ? timeout_s + cycle_s : 0),
+      abort_(abort),
       stalls_(rank, stall) {
   check_mpi(MPI_Op_create(&combine_cycle_bits, 1, &bits_op_), "MPI_Op_create", rank);
 }
@@ -158,7 +164,7 @@ std::vector<std::uint64_t> Negotiator::exchange_bits(std::vector<std::uint64_t> 
   // Shutting down, a peer may be gone for good: give up quietly (the engine
   // stops either way). Otherwise the transport's deadline, see negotiation_timeout().
   const double limit = give_up_after_s > 0 ? give_up_after_s : wait_limit_s_;
-  gave_up = !wait_request(request, limit, rank_, local);
+  gave_up = !wait_request(request, limit, abort_, rank_, "MPI_Iallreduce", local);
   if (gave_up && give_up_after_s <= 0) throw negotiation_timeout("MPI_Iallreduce");
   return local;
 }
@@ -208,7 +214,7 @@ std::vector<std::vector<std::uint64_t>> Negotiator::gather_ready_bits(
   check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.data(), static_cast<int>(words),
                            MPI_UINT64_T, control_, &request),
             "MPI_Iallgather", rank_);
-  if (!wait_request(request, wait_limit_s_, rank_, all)) {
+  if (!wait_request(request, wait_limit_s_, abort_, rank_, "MPI_Iallgather", all)) {
     throw negotiation_timeout("MPI_Iallgather");
   }
   std::vector<std::vector<std::uint64_t>> by_rank(static_cast<std::size_t>(size_));
@@ -234,7 +240,7 @@ std::vector<std::vector<Negotiator::Announcement>> Negotiator::exchange_announce
   check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, counts.data(), 1, MPI_INT, control_,
                            &request),
             "MPI_Iallgather", rank_);
-  if (!wait_request(request, wait_limit_s_, rank_, counts)) {
+  if (!wait_request(request, wait_limit_s_, abort_, rank_, "MPI_Iallgather", counts)) {
     throw negotiation_timeout("MPI_Iallgather");
   }
   std::vector<int> displs(counts.size(), 0);
@@ -243,7 +249,8 @@ std::vector<std::vector<Negotiator::Announcement>> Negotiator::exchange_announce
   check_mpi(MPI_Iallgatherv(w.bytes.data(), my_bytes, MPI_BYTE, all.data(), counts.data(),
                             displs.data(), MPI_BYTE, control_, &request),
             "MPI_Iallgatherv", rank_);
-  if (!wait_request(request, wait_limit_s_, rank_, w.bytes, all, counts, displs)) {
+  if (!wait_request(request, wait_limit_s_, abort_, rank_, "MPI_Iallgatherv", w.bytes, all, counts,
+                    displs)) {
     throw negotiation_timeout("MPI_Iallgatherv");
   }
 
@@ -312,6 +319,8 @@ struct Negotiator::CycleBits {
 // else is local and reads only what every rank holds alike.
 Negotiator::Outcome Negotiator::cycle(std::vector<std::shared_ptr<Work>> fresh, bool want_shutdown,
                                       double give_up_after_s) {
+  // An exchange that completes at once never polls the flag: checked here too.
+  if (abort_.raised()) throw engine_aborted_error(rank_, "before its next negotiation");
   Outcome out;
   accept(std::move(fresh));
   fail_while_joined(joined_ranks(), out);

@@ -15,6 +15,7 @@
 // Negotiator carries its decisions to every rank and acts on them.
 #pragma once
 
+#include "core/abort_signal.hpp"
 #include "engine/stall_monitor.hpp"
 #include "engine/work.hpp"
 
@@ -36,9 +37,10 @@ class Negotiator {
   // `timeout_s` bounds every wait for the other ranks (the transport's deadline,
   // CONCORD_TRANSPORT_TIMEOUT_S; 0 waits forever), plus the `cycle_s` a peer may
   // sleep between cycles: past it cycle() throws ErrorCode::Timeout and this
-  // negotiator is unusable.
+  // negotiator is unusable. Raised, `abort` (the control communicator's, from
+  // Engine::abort) ends every wait, and cycle() throws ErrorCode::Shutdown.
   Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s,
-             double cycle_s);
+             double cycle_s, const AbortSignal& abort);
   ~Negotiator();
   Negotiator(const Negotiator&) = delete;
   Negotiator& operator=(const Negotiator&) = delete;
@@ -53,7 +55,8 @@ class Negotiator {
   // now. Collective over the control communicator. `give_up_after_s` > 0 bounds
   // the wait for peers (used when shutting down: they may be gone); on expiry
   // the outcome says shutdown. Otherwise a wait past `timeout_s` throws
-  // ErrorCode::Timeout (negotiation_timeout()).
+  // ErrorCode::Timeout (negotiation_timeout()). Once aborted it throws
+  // ErrorCode::Shutdown (aborted()), whether or not it was shutting down.
   Outcome cycle(std::vector<std::shared_ptr<Work>> fresh, bool want_shutdown,
                 double give_up_after_s = 0);
 
@@ -88,6 +91,7 @@ class Negotiator {
   std::optional<std::size_t> cached_id(const Work& work) const;
   // The error of a negotiation wait past the deadline; `call` is the MPI call.
   Error negotiation_timeout(const char* call) const;
+
   void apply_announcements(const std::vector<std::vector<Announcement>>& all, Outcome& out);
 
   // Join (negotiator_join.cpp). A join is announced by name and never cached,
@@ -120,6 +124,7 @@ class Negotiator {
   int size_;
   double timeout_s_;     // as the user set it, for the message
   double wait_limit_s_;  // what a wait allows: timeout_s_ and a cycle; 0: forever
+  const AbortSignal& abort_;
   StallMonitor stalls_;
   MPI_Op bits_op_ = MPI_OP_NULL;
 

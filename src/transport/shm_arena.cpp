@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -168,10 +169,29 @@ Fd create_segment(SetupMessage& m, std::size_t slots_bytes, std::size_t bytes, M
   return Fd(-1);
 }
 
+// Local rank 0's `sent` to the other ranks of `local`, waited for as `wait`
+// says. If that fails, rank 0 unlinks the segment it made (nobody will map it:
+// leave nothing in /dev/shm), and `sent` is kept until exit (an abandoned
+// broadcast may still write it).
+void broadcast_setup(std::unique_ptr<SetupMessage>& sent, MPI_Comm local, int rank, int world_rank,
+                     const SetupWait& wait) {
+  try {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ibcast(sent.get(), sizeof *sent, MPI_BYTE, 0, local, &request), "MPI_Ibcast",
+              world_rank);
+    wait_for_setup(request, "MPI_Ibcast", world_rank, wait);
+  } catch (...) {
+    if (rank == 0 && sent->error == 0) ::shm_unlink(sent->name);
+    keep_until_exit(sent);
+    throw;
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_bytes,
-                                           std::size_t heap_bytes, int world_rank) {
+                                           std::size_t heap_bytes, int world_rank,
+                                           const SetupWait& wait) {
   int rank = 0;
   int size = 1;
   check_mpi(MPI_Comm_rank(local, &rank), "MPI_Comm_rank", world_rank);
@@ -179,20 +199,18 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
   // At least one 8-byte element per rank, so every rank can own part of a region.
   region_bytes = round_up(std::max(region_bytes, 8 * static_cast<std::size_t>(size)), kAlign);
 
-  SetupMessage message;
-  message.region_bytes = region_bytes;
-  message.heap_bytes = heap_bytes;
+  // On the heap: an abandoned broadcast may still write it.
+  auto sent = std::make_unique<SetupMessage>();
+  sent->region_bytes = region_bytes;
+  sent->heap_bytes = heap_bytes;
   Mapping mapping;
   Fd fd(-1);
   if (rank == 0) {
     const Layout planned(region_bytes, heap_bytes, size);
-    fd = create_segment(message, planned.slots_bytes(), planned.total, mapping);
+    fd = create_segment(*sent, planned.slots_bytes(), planned.total, mapping);
   }
-  const int bcast_rc = MPI_Bcast(&message, sizeof message, MPI_BYTE, 0, local);
-  if (bcast_rc != MPI_SUCCESS && rank == 0 && message.error == 0) {
-    ::shm_unlink(message.name);  // nobody will map it: leave nothing in /dev/shm
-  }
-  check_mpi(bcast_rc, "MPI_Bcast", world_rank);
+  broadcast_setup(sent, local, rank, world_rank, wait);
+  const SetupMessage& message = *sent;
   const Layout layout(message.region_bytes, message.heap_bytes, size);
   const std::size_t total = layout.total;
   // The hint where the heaps may be what did not fit (address space, /dev/shm).
@@ -226,7 +244,7 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
   }
   bool all_mapped = false;
   try {
-    all_mapped = all_ranks_ok(local, error == 0, world_rank);
+    all_mapped = all_ranks_ok(local, error == 0, world_rank, wait);
   } catch (...) {
     if (rank == 0) ::shm_unlink(message.name);
     throw;
@@ -286,7 +304,7 @@ ShmArena::PeerIdentity* ShmArena::identity(int owner) const {
                                          kAlign);
 }
 
-std::string ShmArena::probe_peer_reads(MPI_Comm local) {
+std::string ShmArena::probe_peer_reads(MPI_Comm local, const SetupWait& wait) {
   constexpr std::uint64_t kProbe = 0x636f6e636f726400;  // "concord\0"
   const pid_t self = ::getpid();
   std::string failure = allow_peer_reads();
@@ -294,7 +312,9 @@ std::string ShmArena::probe_peer_reads(MPI_Comm local) {
   identity(rank_)->pid = self;
   identity(rank_)->probe_address = reinterpret_cast<std::uint64_t>(&probe_);
   // Everyone's identity and ptracer permission are in place before anyone reads.
-  check_mpi(MPI_Barrier(local), "MPI_Barrier", rank_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibarrier(local, &request), "MPI_Ibarrier", world_rank_);
+  wait_for_setup(request, "MPI_Ibarrier", world_rank_, wait);
   for (int peer = 0; peer < size_ && failure.empty(); ++peer) {
     if (peer == rank_) continue;
     const PeerIdentity who = *identity(peer);

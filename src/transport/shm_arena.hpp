@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/abort_signal.hpp"
+#include "core/agreement.hpp"
 #include "transport/heap_ranges.hpp"
 #include "transport/shared_arena.hpp"
 
@@ -24,9 +25,12 @@ class ShmArena final : public SharedArena {
   // Throws Error(SystemError) on every rank of `local` if any rank fails.
   // `heap_bytes`: each rank's shared heap (0: none), address space only until
   // heap_allocate() reserves part of it. Local rank 0's region and heap sizes
-  // are everyone's. `world_rank` only labels error messages.
+  // are everyone's. `world_rank` only labels error messages. Its collectives
+  // wait as `wait` says (a rank that never comes: Error(Timeout); an abort:
+  // Error(Shutdown)).
   static std::unique_ptr<ShmArena> create(MPI_Comm local, std::size_t region_bytes,
-                                          std::size_t heap_bytes, int world_rank);
+                                          std::size_t heap_bytes, int world_rank,
+                                          const SetupWait& wait = {});
 
   ~ShmArena() override;
   ShmArena(const ShmArena&) = delete;
@@ -49,8 +53,9 @@ class ShmArena final : public SharedArena {
   // Collective over `local` (the ranks that made the arena): tries single-copy
   // reads (process_vm_readv) from every rank to every other. Returns "" where
   // this rank's reads worked, else why not; the caller agrees on the outcome and
-  // calls set_peer_reads(true) on every rank or on none.
-  std::string probe_peer_reads(MPI_Comm local);
+  // calls set_peer_reads(true) on every rank or on none. Its barrier waits as
+  // `wait` says.
+  std::string probe_peer_reads(MPI_Comm local, const SetupWait& wait = {});
   void set_peer_reads(bool on) { peer_reads_ = on; }
   // The communicator's abort flag (Communicator::abort): wait_for() gives up
   // once it is raised, with ErrorCode::Shutdown. Null (the default): none.

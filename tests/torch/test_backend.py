@@ -361,6 +361,32 @@ def test_aborting_a_group_stops_its_running_call(make_group):
     dist.barrier()
 
 
+def test_aborting_a_group_stops_a_collective_waiting_in_its_engine(make_group):
+    # The engine's collectives too (Engine::abort): an allreduce the late rank
+    # never submits fails at the abort, not at the group's stall timeout.
+    import datetime
+
+    if dist.get_world_size() == 1:
+        pytest.skip("needs two ranks")
+    g = make_group(direct=False, timeout=datetime.timedelta(seconds=60))
+    late = dist.get_world_size() - 1
+    t = torch.ones(8)
+    dist.all_reduce(t, group=g)  # the engines have met
+    assert t.tolist() == [float(dist.get_world_size())] * 8
+    if dist.get_rank() != late:
+        work = dist.all_reduce(torch.ones(8), group=g, async_op=True)
+        time.sleep(0.3)  # negotiating, waiting for the late rank's tensor
+        start = time.monotonic()
+        g.abort()
+        with pytest.raises(dist.DistBackendError, match=r"aborted the engine \(Engine::abort\)"):
+            work.wait()
+        assert time.monotonic() - start < 10
+    else:
+        g.abort()
+    dist.destroy_process_group(g)
+    dist.barrier()
+
+
 def test_a_rank_that_never_comes_fails_a_synchronous_call_for_good(make_group):
     g, rank, late = group_with_a_late_rank(make_group)
     t = torch.ones(64)

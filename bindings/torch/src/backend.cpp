@@ -114,8 +114,9 @@ void ConcordBackend::shutdown() {
 }
 
 void ConcordBackend::abort() {
-  // From this thread, while the lane's may be inside a call: the flag only.
+  // From this thread, while the lane's may be inside a call: the flags only.
   if (direct_) direct_->abort();
+  if (engine_) engine_->abort();
   shutdown();
 }
 

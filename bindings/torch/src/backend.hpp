@@ -128,7 +128,8 @@ class ConcordBackend final : public c10d::Backend {
   // c10d's abort (ProcessGroup.abort, distributed_c10d._abort_process_group),
   // for a rank that gives up on its peers: as shutdown, but a running direct
   // call stops waiting for them and fails now (concord::Communicator::abort),
-  // and every later call fails.
+  // so does a collective in the engine (concord::Engine::abort), and every later
+  // call fails.
   void abort() override;
 
  private:

@@ -3,6 +3,7 @@
 #include "core/agreement.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
+#include "core/mpi_wait.hpp"
 #include "transport/shm_arena.hpp"
 
 #include <concord/error.hpp>
@@ -13,19 +14,26 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace concord::detail {
 
 namespace {
+
+// How the set-up's collectives wait: a rank that never comes to its first call
+// fails the others at the transport's deadline, and an abort stops them.
+SetupWait setup_wait(const CommunicatorState& state) {
+  return {"the shared-memory transport's set-up", &state.abort_signal};
+}
 
 // Whether every rank of the node wants a setting. Where some do and some do
 // not, local rank 0 says so once (`mixed`: what differs and what every rank
 // does instead): a setting that differs between ranks is likely a mistake.
 bool every_rank_wants(const CommunicatorState& state, bool wanted, std::string_view mixed) {
   MPI_Comm local = state.topology.local.get();
-  if (all_ranks_ok(local, wanted, state.rank)) return true;
+  if (all_ranks_ok(local, wanted, state.rank, setup_wait(state))) return true;
   // Every rank makes this second call too: the first answered alike everywhere.
-  const bool none_wanted = all_ranks_ok(local, !wanted, state.rank);
+  const bool none_wanted = all_ranks_ok(local, !wanted, state.rank, setup_wait(state));
   if (!none_wanted && state.topology.local_rank == 0) {
     fmt::print(stderr, "concord: rank {}: {}\n", state.rank, mixed);
   }
@@ -42,11 +50,11 @@ void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
     return;
   }
   MPI_Comm local = state.topology.local.get();
-  const std::string failure = arena.probe_peer_reads(local);
-  arena.set_peer_reads(
-      agree_or_fall_back(local, failure, state.rank,
-                         {"single-copy reads between ranks (cross-memory attach)",
-                          "copying large messages through shared memory instead"}));
+  const std::string failure = arena.probe_peer_reads(local, setup_wait(state));
+  arena.set_peer_reads(agree_or_fall_back(local, failure, state.rank,
+                                          {"single-copy reads between ranks (cross-memory attach)",
+                                           "copying large messages through shared memory instead"},
+                                          setup_wait(state)));
 }
 
 // Local rank 0's heap size serves the node (ShmArena::create); where ranks
@@ -54,10 +62,18 @@ void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
 void warn_if_heap_sizes_differ(const CommunicatorState& state, std::size_t requested) {
   // The largest request and the complement of the smallest, in one call.
   const unsigned long long mine = requested;
-  unsigned long long most[2] = {mine, ~mine};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
-                          state.topology.local.get()),
-            "MPI_Allreduce", state.rank);
+  // On the heap: an abandoned request may still write it (keep_until_exit).
+  std::vector<unsigned long long> most{mine, ~mine};
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, most.data(), 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
+                           state.topology.local.get(), &request),
+            "MPI_Iallreduce", state.rank);
+  try {
+    wait_for_setup(request, "MPI_Iallreduce", state.rank, setup_wait(state));
+  } catch (...) {
+    keep_until_exit(most);
+    throw;
+  }
   const unsigned long long least = ~most[1];
   if (least != most[0] && state.topology.local_rank == 0) {
     fmt::print(stderr,
@@ -89,17 +105,20 @@ SharedArena* node_arena(const CommunicatorState& state) {
     const std::size_t heap = cfg.shm_heap_bytes.value_or(default_heap_bytes(topo.local_size));
     try {
       warn_if_heap_sizes_differ(state, heap);
-      std::unique_ptr<ShmArena> shm =
-          ShmArena::create(topo.local.get(), cfg.shm_region_bytes, heap, state.rank);
+      std::unique_ptr<ShmArena> shm = ShmArena::create(topo.local.get(), cfg.shm_region_bytes, heap,
+                                                       state.rank, setup_wait(state));
       shm->watch_abort(&state.abort_signal);
       arena = std::move(shm);
     } catch (const Error& e) {
+      // A rank that never came, or an abort, is the call's failure, not a
+      // reason to fall back to MPI (which would wait for the same rank).
+      if (e.code() == ErrorCode::Timeout || e.code() == ErrorCode::Shutdown) throw;
       failure = e.what();
     }
   }
-  const bool ok =
-      agree_or_fall_back(state.comm.get(), failure, state.rank,
-                         {"the shared-memory transport", "using the MPI transport instead"});
+  const bool ok = agree_or_fall_back(
+      state.comm.get(), failure, state.rank,
+      {"the shared-memory transport", "using the MPI transport instead"}, setup_wait(state));
   if (!ok) arena.reset();
   if (auto* shm = dynamic_cast<ShmArena*>(arena.get())) {
     enable_peer_reads(*shm, state);
