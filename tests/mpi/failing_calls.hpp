@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,6 +29,11 @@ inline AllreduceOptions checked(double timeout_s, std::string_view label = "test
   options.agreement_timeout_s = timeout_s;
   options.label = label;
   return options;
+}
+
+// Seconds from `start` to now.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // A communicator of its own (a duplicate of the world's), for tests that fail

@@ -22,12 +22,9 @@ using namespace concord;
 using concord::test::checked;
 using concord::test::error_of;
 using concord::test::own_communicator;
+using concord::test::seconds_since;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Runs `call`, which waits for a rank that is not coming, while another thread
 // aborts `comm` after `delay_s`; checks that the call failed with the abort's

@@ -21,12 +21,9 @@ using namespace concord;
 
 using concord::test::error_of;
 using concord::test::own_communicator;
+using concord::test::seconds_since;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // A later operation on an aborted engine fails at once with the abort's error.
 void check_refuses_after_abort(Engine& engine) {

@@ -19,6 +19,7 @@ using namespace concord;
 
 using concord::test::error_of;
 using concord::test::own_communicator;
+using concord::test::seconds_since;
 
 TEST_CASE("a rank that never comes to the first call fails its peers' set-up at the deadline",
           "[.][setup_timeout]") {
@@ -34,8 +35,7 @@ TEST_CASE("a rank that never comes to the first call fails its peers' set-up at 
     if (comm.rank() != late) {
       const auto start = std::chrono::steady_clock::now();
       const auto [code, message] = error_of(reduce);
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double waited = seconds_since(start);
       CHECK(code == ErrorCode::Timeout);
       CHECK_THAT(message, Catch::Matchers::Contains("the shared-memory transport's set-up") &&
                               Catch::Matchers::Contains("for 2 s"));
