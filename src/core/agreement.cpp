@@ -30,19 +30,62 @@ void wait_for_setup(MPI_Request& request, const char* call, int rank, const Setu
   check_mpi(polled.rc, "MPI_Test", rank);
 }
 
-bool all_ranks_ok(MPI_Comm comm, bool ok, int rank, const SetupWait& wait) {
+int least_over_ranks(MPI_Comm comm, int value, int rank, const SetupWait& wait) {
   // On the heap: an abandoned request may still write it (keep_until_exit).
-  std::vector<int> flag{ok ? 1 : 0};
+  std::vector<int> least{value};
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, flag.data(), 1, MPI_INT, MPI_MIN, comm, &request),
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, least.data(), 1, MPI_INT, MPI_MIN, comm, &request),
             "MPI_Iallreduce", rank);
   try {
     wait_for_setup(request, "MPI_Iallreduce", rank, wait);
   } catch (...) {
-    keep_until_exit(flag);
+    keep_until_exit(least);
     throw;
   }
-  return flag[0] != 0;
+  return least[0];
+}
+
+bool all_ranks_ok(MPI_Comm comm, bool ok, int rank, const SetupWait& wait) {
+  return least_over_ranks(comm, ok ? 1 : 0, rank, wait) != 0;
+}
+
+std::vector<std::byte> gather_over_ranks(MPI_Comm comm, const void* mine, std::size_t bytes,
+                                         int rank, const SetupWait& wait) {
+  int size = 1;
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size", rank);
+  // Both on the heap, for an abandoned request as above.
+  std::vector<std::byte> sent(static_cast<const std::byte*>(mine),
+                              static_cast<const std::byte*>(mine) + bytes);
+  std::vector<std::byte> all(bytes * static_cast<std::size_t>(size));
+  const int count = static_cast<int>(bytes);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(
+      MPI_Iallgather(sent.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm, &request),
+      "MPI_Iallgather", rank);
+  try {
+    wait_for_setup(request, "MPI_Iallgather", rank, wait);
+  } catch (...) {
+    keep_until_exit(sent, all);
+    throw;
+  }
+  return all;
+}
+
+std::vector<std::byte> broadcast_over_ranks(MPI_Comm comm, const void* value, std::size_t bytes,
+                                            int rank, const SetupWait& wait) {
+  // On the heap, for an abandoned request as above.
+  std::vector<std::byte> data(static_cast<const std::byte*>(value),
+                              static_cast<const std::byte*>(value) + bytes);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibcast(data.data(), static_cast<int>(bytes), MPI_BYTE, 0, comm, &request),
+            "MPI_Ibcast", rank);
+  try {
+    wait_for_setup(request, "MPI_Ibcast", rank, wait);
+  } catch (...) {
+    keep_until_exit(data);
+    throw;
+  }
+  return data;
 }
 
 bool agree_or_fall_back(MPI_Comm comm, const std::string& local_failure, int rank,

@@ -21,6 +21,13 @@
 namespace concord::detail {
 namespace {
 
+// How the device set-ups' exchanges wait: a rank that never comes to its first
+// device call fails its peers at the transport's deadline, naming `step`, and
+// the communicator's abort stops them.
+SetupWait setup_wait(const CommunicatorState& state, std::string_view step) {
+  return {step, &state.abort_signal};
+}
+
 bool same_gpu(const cudaUUID_t& a, const cudaUUID_t& b) {
   return std::memcmp(&a, &b, sizeof(cudaUUID_t)) == 0;
 }
@@ -28,8 +35,8 @@ bool same_gpu(const cudaUUID_t& a, const cudaUUID_t& b) {
 #if CONCORD_WITH_NCCL
 // Whether two ranks of `comm` use the same physical GPU (virtual nodes on one
 // machine, or more ranks than GPUs).
-bool ranks_share_a_gpu(MPI_Comm comm, int device, int rank) {
-  const std::vector<cudaUUID_t> all = gpu_uuids(comm, device, rank);
+bool ranks_share_a_gpu(MPI_Comm comm, int device, int rank, const SetupWait& wait) {
+  const std::vector<cudaUUID_t> all = gpu_uuids(comm, device, rank, wait);
   for (std::size_t i = 0; i < all.size(); ++i) {
     for (std::size_t j = i + 1; j < all.size(); ++j) {
       if (same_gpu(all[i], all[j])) return true;
@@ -39,14 +46,20 @@ bool ranks_share_a_gpu(MPI_Comm comm, int device, int rank) {
 }
 
 // Sets up res.nccl_cross, or leaves it null with the reason in `why`.
-void make_nccl_cross(DeviceResources& res, const Topology& topo, int rank, std::string& why) {
+void make_nccl_cross(DeviceResources& res, const CommunicatorState& state, std::string& why) {
+  const int rank = state.rank;
+  MPI_Comm cross = state.topology.cross.get();
+  const SetupWait wait = setup_wait(state, "NCCL's set-up");
   const NcclLibrary* lib = config().nccl ? try_nccl(&why) : nullptr;
-  if (!all_ranks_ok(topo.cross.get(), lib != nullptr, rank)) return;
-  if (ranks_share_a_gpu(topo.cross.get(), res.device, rank)) {
-    // NCCL before 2.30 refuses two ranks on one GPU in a communicator.
-    if (!nccl_supports_multi_rank_gpu(lib->version)) {
-      why = fmt::format("NCCL {} runs no two ranks on one GPU (2.30 does)",
-                        nccl_version_string(lib->version));
+  if (!all_ranks_ok(cross, lib != nullptr, rank, wait)) return;
+  if (ranks_share_a_gpu(cross, res.device, rank, wait)) {
+    // NCCL before 2.30 refuses two ranks on one GPU in a communicator. Agreed:
+    // nodes may load different NCCLs, and every rank must take the same path.
+    const bool supported = nccl_supports_multi_rank_gpu(lib->version);
+    if (!all_ranks_ok(cross, supported, rank, wait)) {
+      why = supported ? std::string("another node's NCCL runs no two ranks on one GPU")
+                      : fmt::format("NCCL {} runs no two ranks on one GPU (2.30 does)",
+                                    nccl_version_string(lib->version));
       return;
     }
     setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0);  // unless the user chose otherwise
@@ -54,11 +67,12 @@ void make_nccl_cross(DeviceResources& res, const Topology& topo, int rank, std::
   // A failed set-up on one rank must not leave its node peers waiting in the
   // next node step: every rank of the cross communicator agrees to fall back.
   try {
-    res.nccl_cross = std::make_shared<NcclComm>(topo.cross.get(), rank);
+    res.nccl_cross = std::make_shared<NcclComm>(cross, rank, wait);
   } catch (const Error& e) {
+    if (ends_the_setup(e)) throw;
     why = e.what();
   }
-  if (!all_ranks_ok(topo.cross.get(), res.nccl_cross != nullptr, rank)) {
+  if (!all_ranks_ok(cross, res.nccl_cross != nullptr, rank, wait)) {
     res.nccl_cross.reset();
     if (why.empty()) why = "NCCL set-up failed on another node";
   }
@@ -67,20 +81,14 @@ void make_nccl_cross(DeviceResources& res, const Topology& topo, int rank, std::
 
 }  // namespace
 
-std::vector<cudaUUID_t> gpu_uuids(MPI_Comm comm, int device, int rank) {
+std::vector<cudaUUID_t> gpu_uuids(MPI_Comm comm, int device, int rank, const SetupWait& wait) {
   cudaDeviceProp prop{};
   cuda::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", rank);
-  int size = 1;
-  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size", rank);
-  std::vector<cudaUUID_t> all(static_cast<std::size_t>(size));
-  check_mpi(MPI_Allgather(&prop.uuid, sizeof(cudaUUID_t), MPI_BYTE, all.data(), sizeof(cudaUUID_t),
-                          MPI_BYTE, comm),
-            "MPI_Allgather", rank);
-  return all;
+  return gather_over_ranks(comm, prop.uuid, rank, wait);
 }
 
-int ranks_on_my_gpu(MPI_Comm comm, int device, int rank) {
-  const std::vector<cudaUUID_t> all = gpu_uuids(comm, device, rank);
+int ranks_on_my_gpu(MPI_Comm comm, int device, int rank, const SetupWait& wait) {
+  const std::vector<cudaUUID_t> all = gpu_uuids(comm, device, rank, wait);
   int me = 0;
   check_mpi(MPI_Comm_rank(comm, &me), "MPI_Comm_rank", rank);
   int count = 0;
@@ -88,22 +96,22 @@ int ranks_on_my_gpu(MPI_Comm comm, int device, int rank) {
   return count;
 }
 
-NcclComm* nccl_cross(DeviceResources& res, const Topology& topo, int rank) {
+NcclComm* nccl_cross(DeviceResources& res, const CommunicatorState& state) {
 #if CONCORD_WITH_NCCL
   if (!res.nccl_tried) {
     res.nccl_tried = true;
     std::string why;
-    make_nccl_cross(res, topo, rank, why);
+    make_nccl_cross(res, state, why);
     if (!res.nccl_cross && config().nccl && !why.empty()) {
       fmt::print(stderr,
                  "concord: rank {}: NCCL unavailable ({}); device buffers cross nodes "
                  "through host memory\n",
-                 rank, why);
+                 state.rank, why);
     }
   }
   return res.nccl_cross.get();
 #else
-  (void)res, (void)topo, (void)rank;
+  (void)res, (void)state;
   return nullptr;
 #endif
 }
@@ -127,16 +135,17 @@ DeviceResources& device_resources(const CommunicatorState& state) {
   std::string why;
   if (cfg.cuda_ipc && topo.local_size > 1) {
     try {
-      res->arena =
-          CudaIpcArena::create(topo.local.get(), cfg.cuda_ipc_region_bytes, state.rank, &why);
+      res->arena = CudaIpcArena::create(topo.local.get(), cfg.cuda_ipc_region_bytes, state.rank,
+                                        &why, setup_wait(state, "CUDA IPC's set-up"));
     } catch (const Error& e) {
+      if (ends_the_setup(e)) throw;
       why = e.what();
     }
   }
   const bool ok =
       agree_or_fall_back(state.comm.get(), why, state.rank,
                          {"CUDA IPC", "device buffers go through pinned host memory instead"},
-                         {"CUDA IPC's set-up", &state.abort_signal});
+                         setup_wait(state, "the ranks' agreement on CUDA IPC"));
   if (!ok) res->arena.reset();
   res->ipc_everywhere = ok && cfg.cuda_ipc;
   state.device_resources = res;

@@ -1,6 +1,7 @@
 // What a communicator keeps for its device collectives, made by the first one.
 #pragma once
 
+#include "core/agreement.hpp"
 #include "core/communicator_state.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "transport/cuda_ipc_arena.hpp"
@@ -46,13 +47,15 @@ DeviceResources& device_resources(const CommunicatorState& state);
 
 // Every rank's GPU (the one `device` is on this rank), as CUDA identifies a physical
 // GPU, in `comm`'s rank order; and how many ranks of `comm` use this rank's GPU.
-// Collective over `comm`.
-std::vector<cudaUUID_t> gpu_uuids(MPI_Comm comm, int device, int rank);
-int ranks_on_my_gpu(MPI_Comm comm, int device, int rank);
+// Collective over `comm`, waiting as `wait` says.
+std::vector<cudaUUID_t> gpu_uuids(MPI_Comm comm, int device, int rank, const SetupWait& wait);
+int ranks_on_my_gpu(MPI_Comm comm, int device, int rank, const SetupWait& wait);
 
 // NCCL over the cross-node communicator, or null (no NCCL build, library or
 // agreement: then a warning said why, once). Collective over topology.cross the
-// first time: its ranks share a local rank, so they reach here together.
-NcclComm* nccl_cross(DeviceResources& res, const Topology& topo, int rank);
+// first time: its ranks share a local rank, so they reach here together. Its
+// exchanges wait like the transport and give up at the communicator's abort;
+// NCCL's own ncclCommInitRank then blocks until its ranks have joined.
+NcclComm* nccl_cross(DeviceResources& res, const CommunicatorState& state);
 
 }  // namespace concord::detail

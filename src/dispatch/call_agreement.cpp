@@ -5,6 +5,7 @@
 #include "core/communicator_state.hpp"
 #include "core/mpi_check.hpp"
 #include "core/mpi_wait.hpp"
+#include "dispatch/paths.hpp"
 #include "transport/shared_arena.hpp"
 
 #include <fmt/format.h>
@@ -165,6 +166,7 @@ void fail_communicator(const Communicator& comm, const Error& error) {
   const CommunicatorState& state = comm.state();
   if (!state.failure) state.failure = error;
   if (state.arena) state.arena->poison();
+  poison_device_arenas(state);
 }
 
 void check_not_failed(const Communicator& comm) {

@@ -43,7 +43,7 @@ void cross_node_allreduce(DeviceResources& res, const CommunicatorState& state, 
   const std::size_t bytes = count * esize;
   const ReduceContext ctx{esize, call.dtype, &exec};
 #if CONCORD_WITH_NCCL
-  if (NcclComm* nccl = nccl_cross(res, topo, state.rank)) {
+  if (NcclComm* nccl = nccl_cross(res, state)) {
     NcclTransport transport(*nccl, exec.stream());
     // NCCL runs only algorithms made of one exchange per step (see nccl_transport.hpp):
     // recursive doubling or reduce-scatter + allgather.
@@ -128,6 +128,13 @@ void check_device_failure(const Communicator& comm) {
   if (res != nullptr && res->peer && res->peer->space.record != nullptr) {
     check_peer_space(res->peer->space, state.rank);
   }
+}
+
+void poison_device_arenas(const CommunicatorState& state) {
+  DeviceResources* res = state.device_resources.get();
+  if (res == nullptr) return;
+  if (res->arena) res->arena->poison();
+  if (res->peer && res->peer->arena) res->peer->arena->poison();
 }
 
 void run_device_allreduce(const Call& call, const Communicator& comm, bool device_from_options) {

@@ -11,4 +11,6 @@ void run_device_allreduce(const Call&, const Communicator& comm, bool) {
 
 void check_device_failure(const Communicator&) {}  // no device calls, no device failures
 
+void poison_device_arenas(const CommunicatorState&) {}  // no device arenas
+
 }  // namespace concord::detail

@@ -3,7 +3,6 @@
 #include "collectives/tuning_table.hpp"
 #include "core/agreement.hpp"
 #include "core/config.hpp"
-#include "core/mpi_check.hpp"
 #include "reduce/cuda_executor.hpp"
 
 #include <concord/error.hpp>
@@ -36,6 +35,12 @@ constexpr int kProbeAttempts = 3;
 constexpr std::uint64_t kProbeBoundNs = 1'000'000'000;
 constexpr double kConcurrentMeetingNs = 500'000;
 
+// How the set-up's exchanges wait (core/agreement.hpp): a rank that never
+// comes fails its peers at the transport's deadline, and an abort stops them.
+SetupWait setup_wait(const CommunicatorState& state) {
+  return {"the device-synchronised path's set-up", &state.abort_signal};
+}
+
 std::uint64_t wait_bound_ns() {
   const double seconds = config().transport_timeout_s;
   if (seconds <= 0) return UINT64_MAX;
@@ -50,11 +55,7 @@ bool path_possible(const DeviceResources& res, const CommunicatorState& state) {
 
 // The communicator's rank of each rank of the node, in local-rank order.
 std::vector<int> comm_ranks_of_node(const CommunicatorState& state) {
-  std::vector<int> ranks(static_cast<std::size_t>(state.topology.local_size));
-  check_mpi(
-      MPI_Allgather(&state.rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, state.topology.local.get()),
-      "MPI_Allgather", state.rank);
-  return ranks;
+  return gather_over_ranks(state.topology.local.get(), state.rank, state.rank, setup_wait(state));
 }
 
 // Whether every rank's probe found the kernels meeting at once, agreed after each
@@ -75,12 +76,11 @@ bool probe_says_concurrent(DevicePeerPath& path, DeviceResources& res,
                 : outcome.mean_meeting_ns < kConcurrentMeetingNs ? kFast
                                                                  : kSlow;
     } catch (const Error& e) {
+      if (ends_the_setup(e)) throw;
       fmt::print(stderr, "concord: rank {}: the device-synchronised path's probe failed: {}\n",
                  state.rank, e.what());
     }
-    check_mpi(
-        MPI_Allreduce(MPI_IN_PLACE, &verdict, 1, MPI_INT, MPI_MIN, state.topology.local.get()),
-        "MPI_Allreduce", state.rank);
+    verdict = least_over_ranks(state.topology.local.get(), verdict, state.rank, setup_wait(state));
     if (verdict != kSlow) return verdict == kFast;
   }
   return false;
@@ -150,13 +150,11 @@ int peer_block_limit(const CommunicatorState& state) {
   cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
               "cudaDeviceGetAttribute", state.rank);
   MPI_Comm local = state.topology.local.get();
-  const int sharing = ranks_on_my_gpu(local, device, state.rank);
+  const int sharing = ranks_on_my_gpu(local, device, state.rank, setup_wait(state));
   const int resident = sms * cuda::peer_blocks_per_multiprocessor();
-  int share = std::max(
+  const int share = std::max(
       1, std::min(static_cast<int>(size_thresholds().cuda_peer_blocks), resident / sharing));
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &share, 1, MPI_INT, MPI_MIN, local), "MPI_Allreduce",
-            state.rank);
-  return share;
+  return least_over_ranks(local, share, state.rank, setup_wait(state));
 }
 
 DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& state,
@@ -181,14 +179,15 @@ DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& 
                                        {.region_bytes = cfg.cuda_ipc_region_bytes,
                                         .regions = 2,
                                         .header_bytes = sizeof(cuda::PeerFlags)},
-                                       state.rank, &why);
+                                       state.rank, &why, setup_wait(state));
     path->pinned.reserve(sizeof(PeerRecords));
   } catch (const Error& e) {
+    if (ends_the_setup(e)) throw;
     why = e.what();
   }
   if (!agree_or_fall_back(state.comm.get(), why, state.rank,
                           {"the device-synchronised path", "device buffers take the IPC rounds"},
-                          {"the device-synchronised path's set-up", &state.abort_signal})) {
+                          setup_wait(state))) {
     return nullptr;
   }
   path->space.arena = path->arena.get();

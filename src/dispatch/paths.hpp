@@ -34,4 +34,9 @@ void run_host_allreduce(const Call& call, const Communicator& comm);
 // chunk through run_host_allreduce.
 void run_device_allreduce(const Call& call, const Communicator& comm, bool device_from_options);
 
+// Poisons the IPC arenas of `state`'s device paths where it has them, as
+// fail_communicator does the host arena: a peer waiting on this rank in the IPC
+// rounds then fails instead of waiting for ever. Nothing in a build without CUDA.
+void poison_device_arenas(const CommunicatorState& state);
+
 }  // namespace concord::detail

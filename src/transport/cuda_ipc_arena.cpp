@@ -1,7 +1,6 @@
 #include "transport/cuda_ipc_arena.hpp"
 
 #include "core/agreement.hpp"
-#include "core/mpi_check.hpp"
 
 #include <concord/error.hpp>
 
@@ -29,10 +28,12 @@ void set_why(Exported& e, const std::string& text) {
 }  // namespace
 
 std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, const Shape& shape,
-                                                   int world_rank, std::string* why) {
+                                                   int world_rank, std::string* why,
+                                                   const SetupWait& wait) {
   std::unique_ptr<CudaIpcArena> arena(new CudaIpcArena());
   // The counters first: a ShmArena throws on every rank of `local` alike.
-  arena->counters_ = ShmArena::create(local, 64, 0, world_rank);  // counters only: no heap
+  arena->counters_ = ShmArena::create(local, 64, 0, world_rank, wait);  // counters only: no heap
+  arena->counters_->watch_abort(wait.abort);
   const int me = arena->counters_->rank();
   const int ranks = arena->counters_->size();
   arena->region_bytes_ = shape.region_bytes;
@@ -56,10 +57,7 @@ std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, const Shape& 
   } catch (const Error& e) {
     set_why(mine, e.what());
   }
-  std::vector<Exported> all(static_cast<std::size_t>(ranks));
-  check_mpi(MPI_Allgather(&mine, sizeof(Exported), MPI_BYTE, all.data(), sizeof(Exported), MPI_BYTE,
-                          local),
-            "MPI_Allgather", world_rank);
+  const std::vector<Exported> all = gather_over_ranks(local, mine, world_rank, wait);
   for (const Exported& e : all) {
     if (e.ok == 0) {
       if (why != nullptr) *why = e.why.data();
@@ -97,7 +95,7 @@ std::unique_ptr<CudaIpcArena> CudaIpcArena::create(MPI_Comm local, const Shape& 
     arena->opened_.push_back(static_cast<std::byte*>(p));
     arena->bases_[static_cast<std::size_t>(peer)] = static_cast<std::byte*>(p);
   }
-  if (!all_ranks_ok(local, failure.empty(), world_rank)) {
+  if (!all_ranks_ok(local, failure.empty(), world_rank, wait)) {
     if (why != nullptr) {
       *why = failure.empty() ? "CUDA IPC failed on another rank of this node" : failure;
     }

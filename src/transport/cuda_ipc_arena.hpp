@@ -32,11 +32,14 @@ class CudaIpcArena final : public SharedArena {
   // device. Returns null on every rank of `local` when any of them cannot take
   // part (IPC unsupported, no peer access between two GPUs, out of memory), with
   // the first reason in `why`. Every rank's header is zero when any rank returns.
+  // Its exchanges wait as `wait` says (a rank that never comes: Error(Timeout)),
+  // and its counters' waits give up once `wait.abort` is raised (watch_abort).
   static std::unique_ptr<CudaIpcArena> create(MPI_Comm local, const Shape& shape, int world_rank,
-                                              std::string* why);
+                                              std::string* why, const SetupWait& wait = {});
   static std::unique_ptr<CudaIpcArena> create(MPI_Comm local, std::size_t region_bytes,
-                                              int world_rank, std::string* why) {
-    return create(local, Shape{region_bytes, kRegions, 0}, world_rank, why);
+                                              int world_rank, std::string* why,
+                                              const SetupWait& wait = {}) {
+    return create(local, Shape{region_bytes, kRegions, 0}, world_rank, why, wait);
   }
   ~CudaIpcArena() override;
   CudaIpcArena(const CudaIpcArena&) = delete;
@@ -57,6 +60,9 @@ class CudaIpcArena final : public SharedArena {
   void publish(std::uint64_t value) override { counters_->publish(value); }
   std::uint64_t published() const override { return counters_->published(); }
   void wait_for(int peer, std::uint64_t value) const override { counters_->wait_for(peer, value); }
+  // The IPC rounds meet on the counters: a failed communicator poisons them, as
+  // the host arena's, so that a peer waiting on this rank fails too.
+  void poison() override { counters_->poison(); }
 
   int device() const { return device_; }
 

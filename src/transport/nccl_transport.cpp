@@ -9,7 +9,7 @@
 
 namespace concord::detail {
 
-NcclComm::NcclComm(MPI_Comm comm, int world_rank) : world_rank_(world_rank) {
+NcclComm::NcclComm(MPI_Comm comm, int world_rank, const SetupWait& wait) : world_rank_(world_rank) {
   const NcclLibrary& lib = nccl();
   check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank", world_rank_);
   check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size", world_rank_);
@@ -29,8 +29,11 @@ NcclComm::NcclComm(MPI_Comm comm, int world_rank) : world_rank_(world_rank) {
     id_result = lib.get_unique_id(&bootstrap.id);
     bootstrap.ok = id_result == ncclSuccess ? 1 : 0;
   }
-  check_mpi(MPI_Bcast(&bootstrap, static_cast<int>(sizeof bootstrap), MPI_BYTE, 0, comm),
-            "MPI_Bcast", world_rank_);
+  bootstrap = broadcast_over_ranks(comm, bootstrap, world_rank_, wait);
+  // Every rank has the id before any enters ncclCommInitRank, which waits for
+  // its peers without a deadline: a rank whose broadcast completed against a
+  // peer that had already given up on it (at its deadline) fails here instead.
+  least_over_ranks(comm, 1, world_rank_, wait);
   if (rank_ == 0) check_nccl(id_result, "ncclGetUniqueId", world_rank_);
   if (bootstrap.ok == 0) {
     throw Error(ErrorCode::Internal, world_rank_,

@@ -11,6 +11,7 @@
 // receives in flight across steps, may not.
 #pragma once
 
+#include "core/agreement.hpp"
 #include "transport/nccl_library.hpp"
 #include "transport/transport.hpp"
 
@@ -21,11 +22,12 @@
 namespace concord::detail {
 
 // One NCCL communicator over the ranks of an MPI communicator, bootstrapped over
-// it (rank 0's ncclUniqueId is broadcast). Collective over `comm` in its
-// constructor. Each rank uses the CUDA device current when it is made.
+// it (rank 0's ncclUniqueId is broadcast, waited for as `wait` says). Collective
+// over `comm` in its constructor. Each rank uses the CUDA device current when it
+// is made.
 class NcclComm {
  public:
-  NcclComm(MPI_Comm comm, int world_rank);
+  NcclComm(MPI_Comm comm, int world_rank, const SetupWait& wait = {});
   ~NcclComm();  // ncclCommDestroy (ncclCommAbort when an asynchronous error is pending)
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;

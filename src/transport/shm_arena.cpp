@@ -441,6 +441,8 @@ bool ShmArena::wait_until(int peer, std::uint64_t value,
   std::atomic_ref<std::uint64_t> flag(*counter(peer));
   for (std::uint64_t v; ((v = flag.load(std::memory_order_acquire)) & ~kPoisoned) < value;) {
     if ((v & kPoisoned) != 0 || std::chrono::steady_clock::now() >= deadline) return false;
+    // An aborted rank stops waiting at once (its peers may be stuck elsewhere).
+    if (abort_ != nullptr && abort_->raised()) return false;
     sched_yield();
   }
   return true;

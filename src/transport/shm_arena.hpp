@@ -46,7 +46,8 @@ class ShmArena final : public SharedArena {
   void wait_for(int peer, std::uint64_t value) const override;
   void poison() override;
   // wait_for, giving up at `deadline`: false when the peer's counter had not
-  // reached `value` by then (a peer that is gone, at teardown) or was poisoned.
+  // reached `value` by then (a peer that is gone, at teardown), was poisoned, or
+  // this rank's communicator was aborted (watch_abort).
   bool wait_until(int peer, std::uint64_t value,
                   std::chrono::steady_clock::time_point deadline) const;
 

@@ -112,7 +112,7 @@ SharedArena* node_arena(const CommunicatorState& state) {
     } catch (const Error& e) {
       // A rank that never came, or an abort, is the call's failure, not a
       // reason to fall back to MPI (which would wait for the same rank).
-      if (e.code() == ErrorCode::Timeout || e.code() == ErrorCode::Shutdown) throw;
+      if (ends_the_setup(e)) throw;
       failure = e.what();
     }
   }
