@@ -1,11 +1,14 @@
 #include "core/validate.hpp"
 
-#include "core/mpi_check.hpp"
+#include "core/agreement.hpp"
+#include "core/communicator_state.hpp"
 
 #include <concord/error.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <mpi.h>
 
 #include <climits>
 #include <cstdint>
@@ -118,12 +121,11 @@ void judge_signatures(const char* what, std::string_view label,
 
 void check_agreement(const char* what, const CallSignature& mine, bool locally_valid,
                      const Communicator& comm) {
-  const SignatureRow row = signature_row(mine, locally_valid);
-  std::vector<SignatureRow> all(static_cast<std::size_t>(comm.size()));
-  const int fields = static_cast<int>(row.size());
-  check_mpi(MPI_Allgather(row.data(), fields, MPI_INT64_T, all.data(), fields, MPI_INT64_T,
-                          comm.mpi_comm()),
-            "MPI_Allgather", comm.rank());
+  // Waits like the set-up collectives: a rank that never comes to the call
+  // fails the others at the transport's deadline, and an abort stops them.
+  const SetupWait wait{"the CONCORD_CHECK_ARGS check", &comm.state().abort_signal};
+  const std::vector<SignatureRow> all =
+      gather_over_ranks(comm.mpi_comm(), signature_row(mine, locally_valid), comm.rank(), wait);
   judge_signatures(what, {}, all, locally_valid, comm.rank());
 }
 

@@ -50,7 +50,10 @@ void judge_signatures(const char* what, std::string_view label,
 // Collective: every rank shares its signature and whether its own validation
 // failed. Throws on every rank (Error(Mismatch)) if any rank failed or any
 // signature differs from rank 0's, naming the ranks and both values. The
-// caller then rethrows its own local error, if any.
+// caller then rethrows its own local error, if any. Waits at most
+// CONCORD_TRANSPORT_TIMEOUT_S (Error(Timeout)) and no longer than an abort
+// (Error(Shutdown)); either leaves the ranks out of step, so the caller fails
+// the communicator.
 void check_agreement(const char* what, const CallSignature& mine, bool locally_valid,
                      const Communicator& comm);
 

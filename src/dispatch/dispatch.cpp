@@ -230,7 +230,7 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
   if (options.agreement_timeout_s > 0) {
     agree_within(what, options.label, signature, !local_error, comm, options.agreement_timeout_s);
   } else if (cfg.check_args) {
-    check_agreement(what, signature, !local_error, comm);
+    failing_when_abandoned(comm, [&] { check_agreement(what, signature, !local_error, comm); });
   }
   if (local_error) throw *local_error;
   if (count == 0) return;

@@ -1,6 +1,9 @@
 // Helpers of the tests whose calls fail on purpose (checked calls, aborts): the
-// error a call throws, a checked call's options, and a communicator to fail.
+// error a call throws, a checked call's options, a call aborted from another
+// thread, and a communicator to fail.
 #pragma once
+
+#include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>
 
@@ -9,6 +12,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 namespace concord::test {
@@ -34,6 +38,27 @@ inline AllreduceOptions checked(double timeout_s, std::string_view label = "test
 // Seconds from `start` to now.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Runs `call`, which waits for a rank that is not coming, while another thread
+// aborts `comm` after `delay_s`; checks that the call failed with the abort's
+// error soon after, and returns its message.
+template <typename Call>
+std::string aborted_while_waiting(const Communicator& comm, double delay_s, Call&& call) {
+  const auto start = std::chrono::steady_clock::now();
+  std::thread aborter([&comm, delay_s] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
+    comm.abort();
+  });
+  const auto [code, message] = error_of(call);
+  aborter.join();
+  const double waited = seconds_since(start);
+  CHECK(code == ErrorCode::Shutdown);
+  CHECK_THAT(message, Catch::Matchers::Contains("aborted the communicator"));
+  CHECK(waited >= delay_s);
+  CHECK(waited < 10);
+  CHECK(comm.aborted());
+  return message;
 }
 
 // A communicator of its own (a duplicate of the world's), for tests that fail

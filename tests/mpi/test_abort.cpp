@@ -14,40 +14,15 @@
 
 #include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 using namespace concord;
 
+using concord::test::aborted_while_waiting;
 using concord::test::checked;
 using concord::test::error_of;
 using concord::test::own_communicator;
 using concord::test::seconds_since;
-
-namespace {
-
-// Runs `call`, which waits for a rank that is not coming, while another thread
-// aborts `comm` after `delay_s`; checks that the call failed with the abort's
-// error soon after, and returns its message.
-template <typename Call>
-std::string aborted_while_waiting(const Communicator& comm, double delay_s, Call&& call) {
-  const auto start = std::chrono::steady_clock::now();
-  std::thread aborter([&comm, delay_s] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
-    comm.abort();
-  });
-  const auto [code, message] = error_of(call);
-  aborter.join();
-  const double waited = seconds_since(start);
-  CHECK(code == ErrorCode::Shutdown);
-  CHECK_THAT(message, Catch::Matchers::Contains("aborted the communicator"));
-  CHECK(waited >= delay_s);
-  CHECK(waited < 10);
-  CHECK(comm.aborted());
-  return message;
-}
-
-}  // namespace
 
 TEST_CASE("an abort stops a checked call waiting for a rank that never comes, for good",
           "[.][abort]") {

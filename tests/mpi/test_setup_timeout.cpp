@@ -1,8 +1,9 @@
 // A rank that never comes to a communicator's first call: its peers wait for it
 // in the node's shared-memory set-up, which fails at the transport's deadline
 // (CONCORD_TRANSPORT_TIMEOUT_S, 2 s in this test's registration) instead of
-// holding them in MPI for ever, and the communicator has failed for good.
-// Hidden: it needs one node and that short deadline.
+// holding them in MPI for ever, and the communicator has failed for good. With
+// CONCORD_CHECK_ARGS=1 they wait in its check first, which fails the same way,
+// or at an abort. Hidden: they need one node and that short deadline.
 #include <catch2/catch.hpp>
 
 #include "failing_calls.hpp"
@@ -17,12 +18,17 @@
 
 using namespace concord;
 
+using concord::test::aborted_while_waiting;
 using concord::test::error_of;
 using concord::test::own_communicator;
 using concord::test::seconds_since;
 
-TEST_CASE("a rank that never comes to the first call fails its peers' set-up at the deadline",
-          "[.][setup_timeout]") {
+namespace {
+
+// The last rank never calls; the others' first allreduce fails with Timeout
+// naming `wait` (where they waited for it) after the 2 s deadline, and so does
+// their next call, with the same error: the communicator has failed for good.
+void a_late_rank_fails_the_others_in(const char* wait) {
   MPI_Comm dup = MPI_COMM_NULL;
   {
     Communicator comm = own_communicator(dup);
@@ -37,8 +43,7 @@ TEST_CASE("a rank that never comes to the first call fails its peers' set-up at 
       const auto [code, message] = error_of(reduce);
       const double waited = seconds_since(start);
       CHECK(code == ErrorCode::Timeout);
-      CHECK_THAT(message, Catch::Matchers::Contains("the shared-memory transport's set-up") &&
-                              Catch::Matchers::Contains("for 2 s"));
+      CHECK_THAT(message, Catch::Matchers::Contains(wait) && Catch::Matchers::Contains("for 2 s"));
       CHECK(waited >= 2);
       CHECK(waited < 20);
       // For good: the next call fails at once with the same error.
@@ -48,6 +53,36 @@ TEST_CASE("a rank that never comes to the first call fails its peers' set-up at 
       CHECK(buf[0] == 1.0f);  // nothing moved
     }
     MPI_Barrier(MPI_COMM_WORLD);  // the late rank never calls
+  }
+  MPI_Comm_free(&dup);
+}
+
+}  // namespace
+
+TEST_CASE("a rank that never comes to the first call fails its peers' set-up at the deadline",
+          "[.][setup_timeout]") {
+  a_late_rank_fails_the_others_in("the shared-memory transport's set-up");
+}
+
+TEST_CASE("with CONCORD_CHECK_ARGS=1, a rank that never comes fails its peers' check",
+          "[.][check_args_timeout]") {
+  a_late_rank_fails_the_others_in("the CONCORD_CHECK_ARGS check");
+}
+
+TEST_CASE("with CONCORD_CHECK_ARGS=1, an abort stops the check", "[.][check_args_timeout]") {
+  MPI_Comm dup = MPI_COMM_NULL;
+  {
+    Communicator comm = own_communicator(dup);
+    if (comm.size() < 2) return;
+    std::vector<float> buf(64, 1.0f);
+    if (comm.rank() == 0) {
+      // Shutdown, not the deadline's Timeout: the abort came first.
+      const std::string message = aborted_while_waiting(comm, 0.3, [&] {
+        allreduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum, comm);
+      });
+      CHECK_THAT(message, Catch::Matchers::Contains("the CONCORD_CHECK_ARGS check"));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
   }
   MPI_Comm_free(&dup);
 }
