@@ -36,12 +36,7 @@ int least_over_ranks(MPI_Comm comm, int value, int rank, const SetupWait& wait) 
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, least.data(), 1, MPI_INT, MPI_MIN, comm, &request),
             "MPI_Iallreduce", rank);
-  try {
-    wait_for_setup(request, "MPI_Iallreduce", rank, wait);
-  } catch (...) {
-    keep_until_exit(least);
-    throw;
-  }
+  wait_for_setup(request, "MPI_Iallreduce", rank, wait, least);
   return least[0];
 }
 
@@ -62,12 +57,7 @@ std::vector<std::byte> gather_over_ranks(MPI_Comm comm, const void* mine, std::s
   check_mpi(
       MPI_Iallgather(sent.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, comm, &request),
       "MPI_Iallgather", rank);
-  try {
-    wait_for_setup(request, "MPI_Iallgather", rank, wait);
-  } catch (...) {
-    keep_until_exit(sent, all);
-    throw;
-  }
+  wait_for_setup(request, "MPI_Iallgather", rank, wait, sent, all);
   return all;
 }
 
@@ -79,12 +69,7 @@ std::vector<std::byte> broadcast_over_ranks(MPI_Comm comm, const void* value, st
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Ibcast(data.data(), static_cast<int>(bytes), MPI_BYTE, 0, comm, &request),
             "MPI_Ibcast", rank);
-  try {
-    wait_for_setup(request, "MPI_Ibcast", rank, wait);
-  } catch (...) {
-    keep_until_exit(data);
-    throw;
-  }
+  wait_for_setup(request, "MPI_Ibcast", rank, wait, data);
   return data;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/abort_signal.hpp"
+#include "core/mpi_wait.hpp"
 
 #include <concord/error.hpp>
 
@@ -33,6 +34,19 @@ struct SetupWait {
 // step, with the request abandoned (MPI may still write what it was given: it
 // must be on the heap, see keep_until_exit). `rank` labels errors.
 void wait_for_setup(MPI_Request& request, const char* call, int rank, const SetupWait& wait);
+
+// The same, for a request that MPI was given `buffers` for: where it is
+// abandoned, they are kept until exit (keep_until_exit) before the error goes on.
+template <typename... Buffers>
+void wait_for_setup(MPI_Request& request, const char* call, int rank, const SetupWait& wait,
+                    Buffers&... buffers) {
+  try {
+    wait_for_setup(request, call, rank, wait);
+  } catch (...) {
+    keep_until_exit(buffers...);
+    throw;
+  }
+}
 
 // Whether a set-up's `error` ends the call instead of making it fall back: a
 // rank that never came (Timeout) or this rank's abort (Shutdown). A fall-back

@@ -56,7 +56,7 @@ class Negotiator {
   // the wait for peers (used when shutting down: they may be gone); on expiry
   // the outcome says shutdown. Otherwise a wait past `timeout_s` throws
   // ErrorCode::Timeout (negotiation_timeout()). Once aborted it throws
-  // ErrorCode::Shutdown (aborted()), whether or not it was shutting down.
+  // ErrorCode::Shutdown, whether or not it was shutting down.
   Outcome cycle(std::vector<std::shared_ptr<Work>> fresh, bool want_shutdown,
                 double give_up_after_s = 0);
 
@@ -91,7 +91,6 @@ class Negotiator {
   std::optional<std::size_t> cached_id(const Work& work) const;
   // The error of a negotiation wait past the deadline; `call` is the MPI call.
   Error negotiation_timeout(const char* call) const;
-
   void apply_announcements(const std::vector<std::vector<Announcement>>& all, Outcome& out);
 
   // Join (negotiator_join.cpp). A join is announced by name and never cached,

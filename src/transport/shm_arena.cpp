@@ -169,20 +169,15 @@ Fd create_segment(SetupMessage& m, std::size_t slots_bytes, std::size_t bytes, M
   return Fd(-1);
 }
 
-// Local rank 0's `sent` to the other ranks of `local`, waited for as `wait`
-// says. If that fails, rank 0 unlinks the segment it made (nobody will map it:
-// leave nothing in /dev/shm), and `sent` is kept until exit (an abandoned
-// broadcast may still write it).
-void broadcast_setup(std::unique_ptr<SetupMessage>& sent, MPI_Comm local, int rank, int world_rank,
-                     const SetupWait& wait) {
+// Local rank 0's `sent` on every rank of `local`, waited for as `wait` says.
+// If that fails, rank 0 unlinks the segment it made (nobody will map it: leave
+// nothing in /dev/shm).
+SetupMessage broadcast_setup(const SetupMessage& sent, MPI_Comm local, int rank, int world_rank,
+                             const SetupWait& wait) {
   try {
-    MPI_Request request = MPI_REQUEST_NULL;
-    check_mpi(MPI_Ibcast(sent.get(), sizeof *sent, MPI_BYTE, 0, local, &request), "MPI_Ibcast",
-              world_rank);
-    wait_for_setup(request, "MPI_Ibcast", world_rank, wait);
+    return broadcast_over_ranks(local, sent, world_rank, wait);
   } catch (...) {
-    if (rank == 0 && sent->error == 0) ::shm_unlink(sent->name);
-    keep_until_exit(sent);
+    if (rank == 0 && sent.error == 0) ::shm_unlink(sent.name);
     throw;
   }
 }
@@ -199,18 +194,16 @@ std::unique_ptr<ShmArena> ShmArena::create(MPI_Comm local, std::size_t region_by
   // At least one 8-byte element per rank, so every rank can own part of a region.
   region_bytes = round_up(std::max(region_bytes, 8 * static_cast<std::size_t>(size)), kAlign);
 
-  // On the heap: an abandoned broadcast may still write it.
-  auto sent = std::make_unique<SetupMessage>();
-  sent->region_bytes = region_bytes;
-  sent->heap_bytes = heap_bytes;
+  SetupMessage sent;
+  sent.region_bytes = region_bytes;
+  sent.heap_bytes = heap_bytes;
   Mapping mapping;
   Fd fd(-1);
   if (rank == 0) {
     const Layout planned(region_bytes, heap_bytes, size);
-    fd = create_segment(*sent, planned.slots_bytes(), planned.total, mapping);
+    fd = create_segment(sent, planned.slots_bytes(), planned.total, mapping);
   }
-  broadcast_setup(sent, local, rank, world_rank, wait);
-  const SetupMessage& message = *sent;
+  const SetupMessage message = broadcast_setup(sent, local, rank, world_rank, wait);
   const Layout layout(message.region_bytes, message.heap_bytes, size);
   const std::size_t total = layout.total;
   // The hint where the heaps may be what did not fit (address space, /dev/shm).

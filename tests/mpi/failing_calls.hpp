@@ -1,6 +1,6 @@
 // Helpers of the tests whose calls fail on purpose (checked calls, aborts): the
 // error a call throws, a checked call's options, a call aborted from another
-// thread, and a communicator to fail.
+// thread, a communicator to fail, and a first call aborted while it waits.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -14,6 +14,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace concord::test {
 
@@ -66,6 +67,27 @@ std::string aborted_while_waiting(const Communicator& comm, double delay_s, Call
 inline Communicator own_communicator(MPI_Comm& dup) {
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   return Communicator(dup);
+}
+
+// The last rank never calls; the others' first allreduce on a communicator of
+// their own waits for it in `wait` until another thread aborts the communicator
+// (aborted_while_waiting), and its error names `wait`.
+inline void an_abort_stops_a_first_call_waiting_in(const char* wait) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  {
+    Communicator comm = own_communicator(dup);
+    if (comm.size() < 2) return;
+    const int late = comm.size() - 1;
+    std::vector<float> buf(64, 1.0f);
+    if (comm.rank() != late) {
+      const std::string message = aborted_while_waiting(comm, 0.3, [&] {
+        allreduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum, comm);
+      });
+      CHECK_THAT(message, Catch::Matchers::Contains(wait));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);  // the late rank never calls: its peers left for good
+  }
+  MPI_Comm_free(&dup);
 }
 
 }  // namespace concord::test

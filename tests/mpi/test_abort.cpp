@@ -19,6 +19,7 @@
 using namespace concord;
 
 using concord::test::aborted_while_waiting;
+using concord::test::an_abort_stops_a_first_call_waiting_in;
 using concord::test::checked;
 using concord::test::error_of;
 using concord::test::own_communicator;
@@ -82,22 +83,8 @@ TEST_CASE("an abort stops an unchecked call waiting in shared memory", "[.][abor
 
 TEST_CASE("an abort stops a first call waiting for a rank in the shared-memory set-up",
           "[.][abort]") {
-  MPI_Comm dup = MPI_COMM_NULL;
-  {
-    Communicator comm = own_communicator(dup);
-    if (comm.size() < 2) return;
-    const int late = comm.size() - 1;
-    std::vector<float> buf(64, 1.0f);
-    if (comm.rank() != late) {
-      // The communicator's first call: its ranks meet in the node's set-up first.
-      const std::string message = aborted_while_waiting(comm, 0.3, [&] {
-        allreduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum, comm);
-      });
-      CHECK_THAT(message, Catch::Matchers::Contains("the shared-memory transport's set-up"));
-    }
-    MPI_Barrier(MPI_COMM_WORLD);  // the late rank never calls: its peers left for good
-  }
-  MPI_Comm_free(&dup);
+  // The communicator's first call: its ranks meet in the node's set-up first.
+  an_abort_stops_a_first_call_waiting_in("the shared-memory transport's set-up");
 }
 
 TEST_CASE("a call after an abort fails at once; its peers' checked call fails at its deadline",

@@ -18,7 +18,7 @@
 
 using namespace concord;
 
-using concord::test::aborted_while_waiting;
+using concord::test::an_abort_stops_a_first_call_waiting_in;
 using concord::test::error_of;
 using concord::test::own_communicator;
 using concord::test::seconds_since;
@@ -70,19 +70,6 @@ TEST_CASE("with CONCORD_CHECK_ARGS=1, a rank that never comes fails its peers' c
 }
 
 TEST_CASE("with CONCORD_CHECK_ARGS=1, an abort stops the check", "[.][check_args_timeout]") {
-  MPI_Comm dup = MPI_COMM_NULL;
-  {
-    Communicator comm = own_communicator(dup);
-    if (comm.size() < 2) return;
-    std::vector<float> buf(64, 1.0f);
-    if (comm.rank() == 0) {
-      // Shutdown, not the deadline's Timeout: the abort came first.
-      const std::string message = aborted_while_waiting(comm, 0.3, [&] {
-        allreduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum, comm);
-      });
-      CHECK_THAT(message, Catch::Matchers::Contains("the CONCORD_CHECK_ARGS check"));
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-  MPI_Comm_free(&dup);
+  // Shutdown, not the deadline's Timeout: the abort came first.
+  an_abort_stops_a_first_call_waiting_in("the CONCORD_CHECK_ARGS check");
 }

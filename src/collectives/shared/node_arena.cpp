@@ -2,8 +2,6 @@
 
 #include "core/agreement.hpp"
 #include "core/config.hpp"
-#include "core/mpi_check.hpp"
-#include "core/mpi_wait.hpp"
 #include "transport/shm_arena.hpp"
 
 #include <concord/error.hpp>
@@ -11,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -60,26 +59,14 @@ void enable_peer_reads(ShmArena& arena, const CommunicatorState& state) {
 // Local rank 0's heap size serves the node (ShmArena::create); where ranks
 // asked for different sizes, local rank 0 says so once.
 void warn_if_heap_sizes_differ(const CommunicatorState& state, std::size_t requested) {
-  // The largest request and the complement of the smallest, in one call.
-  const unsigned long long mine = requested;
-  // On the heap: an abandoned request may still write it (keep_until_exit).
-  std::vector<unsigned long long> most{mine, ~mine};
-  MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, most.data(), 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
-                           state.topology.local.get(), &request),
-            "MPI_Iallreduce", state.rank);
-  try {
-    wait_for_setup(request, "MPI_Iallreduce", state.rank, setup_wait(state));
-  } catch (...) {
-    keep_until_exit(most);
-    throw;
-  }
-  const unsigned long long least = ~most[1];
-  if (least != most[0] && state.topology.local_rank == 0) {
+  const std::vector<std::uint64_t> all = gather_over_ranks(
+      state.topology.local.get(), std::uint64_t{requested}, state.rank, setup_wait(state));
+  const auto [least, most] = std::minmax_element(all.begin(), all.end());
+  if (*least != *most && state.topology.local_rank == 0) {
     fmt::print(stderr,
                "concord: rank {}: CONCORD_SHM_HEAP_BYTES differs between the ranks of this node "
                "({} to {} bytes); every rank's heap is local rank 0's, {} bytes\n",
-               state.rank, least, most[0], mine);
+               state.rank, *least, *most, requested);
   }
 }
 
