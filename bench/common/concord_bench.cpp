@@ -20,17 +20,14 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
-#include <chrono>
-#include <climits>
-#include <cstdio>
-#include <cstdlib>
-#include <sstream>
-#include <thread>
 
 namespace {
 
@@ -277,6 +274,22 @@ CLI::App* add_kernels(CLI::App& app, concord::bench::KernelsArgs& a) {
   return k;
 }
 
+// Waits, at most `bound`, until whoever reads this process's stderr pipe has
+// read all of it. Hydra's proxy reads the pipe and the rank's MPI_Abort on
+// separate descriptors but forwards both over one connection to mpiexec, which
+// exits at the abort: an abort the proxy happens to read first loses the
+// message saying why the job ended (seen in CI on a loaded 2-core machine).
+// Once the pipe is empty the message is ahead of the abort on that connection.
+void wait_until_stderr_is_read(std::chrono::milliseconds bound) {
+  struct stat target {};
+  if (fstat(STDERR_FILENO, &target) != 0 || !S_ISFIFO(target.st_mode)) return;
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  int unread = 0;
+  while (ioctl(STDERR_FILENO, FIONREAD, &unread) == 0 && unread > 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 // Ends the whole job after a peer timed out. MPI_Abort asks the launcher to
 // kill every rank; when the launcher is behind the same dead link it never
 // answers, so after a grace period the process exits on its own.
@@ -286,6 +299,7 @@ CLI::App* add_kernels(CLI::App& app, concord::bench::KernelsArgs& a) {
     std::this_thread::sleep_for(std::chrono::seconds(5));
     std::_Exit(code);
   }).detach();
+  wait_until_stderr_is_read(std::chrono::seconds(2));
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
