@@ -25,7 +25,7 @@ void wait_for_setup(MPI_Request& request, const char* call, int rank, const Setu
   }
   if (polled.timed_out) {
     throw timeout_error(rank, timeout_s, fmt::format("the other ranks in {} ({})", wait.step, call),
-                        "the call fails, and so does every later one on this communicator");
+                        std::string(wait.consequence));
   }
   check_mpi(polled.rc, "MPI_Test", rank);
 }

@@ -27,6 +27,8 @@ namespace concord::detail {
 struct SetupWait {
   std::string_view step = "a set-up step";  // "the shared-memory transport's set-up"
   const AbortSignal* abort = nullptr;
+  // What the deadline's error says follows from it.
+  std::string_view consequence = "the call fails, and so does every later one on this communicator";
 };
 
 // Waits for a set-up collective's `request` (MPI's `call`) as `wait` says; past

@@ -2,13 +2,16 @@
 #include <concord/communicator.hpp>
 #include <concord/error.hpp>
 
+#include "core/agreement.hpp"
 #include "core/communicator_state.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 namespace concord {
 
@@ -41,6 +44,43 @@ void ensure_mpi_initialized() {
   std::atexit(finalize_if_we_initialized);
 }
 
+// What every rank plans by: the lowest thread level of any rank (the levels
+// are ordered), and whether CONCORD_SHM is on for all and off for all (ranks
+// that set up shared memory beside ranks that do not would wait for each other).
+struct ConstructionAgreement {
+  int least_thread_level = MPI_THREAD_SINGLE;
+  bool shm_on_every_rank = false;
+  bool shm_off_on_every_rank = false;
+};
+
+// Collective over `comm`, the first exchange of a communicator's construction.
+// It waits like a set-up collective (at most CONCORD_TRANSPORT_TIMEOUT_S), so a
+// rank that never makes the communicator fails the others with Error(Timeout)
+// instead of holding them in MPI_Comm_dup for ever; once every rank is here,
+// the blocking splits and duplicates that follow do not wait on an absent one.
+ConstructionAgreement agree_at_construction(MPI_Comm comm) {
+  struct Mine {
+    int thread_level;
+    int shm;
+  };
+  int rank = 0;
+  detail::check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  Mine mine{MPI_THREAD_SINGLE, detail::config().shm ? 1 : 0};
+  detail::check_mpi(MPI_Query_thread(&mine.thread_level), "MPI_Query_thread", rank);
+  const detail::SetupWait wait{
+      "the communicator's construction", nullptr,
+      "the communicator is not made, and a collective on the MPI communicator it was given may "
+      "be left unmatched: end the job (MPI_Abort)"};
+  const std::vector<Mine> all = detail::gather_over_ranks(comm, mine, rank, wait);
+  ConstructionAgreement agreed{MPI_THREAD_MULTIPLE, true, true};
+  for (const Mine& theirs : all) {
+    agreed.least_thread_level = std::min(agreed.least_thread_level, theirs.thread_level);
+    agreed.shm_on_every_rank = agreed.shm_on_every_rank && theirs.shm != 0;
+    agreed.shm_off_on_every_rank = agreed.shm_off_on_every_rank && theirs.shm == 0;
+  }
+  return agreed;
+}
+
 std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
   detail::ensure_not_finalized("concord::Communicator");
   int initialized = 0;
@@ -54,6 +94,7 @@ std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
     throw Error(ErrorCode::InvalidArgument, detail::world_rank_or_unknown(),
                 "concord::Communicator(MPI_Comm): MPI_COMM_NULL is not a communicator");
   }
+  const ConstructionAgreement agreed = agree_at_construction(comm);
   auto state = std::make_shared<detail::CommunicatorState>();
   MPI_Comm dup = MPI_COMM_NULL;
   detail::check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
@@ -63,18 +104,9 @@ std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
   detail::check_mpi(MPI_Comm_rank(dup, &state->rank), "MPI_Comm_rank");
   detail::check_mpi(MPI_Comm_size(dup, &state->size), "MPI_Comm_size");
   state->topology = detail::detect_topology(dup, detail::config().virtual_nodes);
-  // What every rank plans by, agreed in one call: the lowest thread level of any
-  // rank (the levels are ordered), and whether CONCORD_SHM is on for all and off
-  // for all (ranks that set up shared memory beside ranks that do not would
-  // wait for each other).
-  int level = MPI_THREAD_SINGLE;
-  detail::check_mpi(MPI_Query_thread(&level), "MPI_Query_thread");
-  const bool shm = detail::config().shm;
-  int agreed[3] = {level, shm ? 1 : 0, shm ? 0 : 1};
-  detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MIN, dup), "MPI_Allreduce");
-  state->every_rank_thread_multiple = agreed[0] == MPI_THREAD_MULTIPLE;
-  state->shm = agreed[1] != 0;
-  if (agreed[1] == 0 && agreed[2] == 0 && state->rank == 0) {
+  state->every_rank_thread_multiple = agreed.least_thread_level == MPI_THREAD_MULTIPLE;
+  state->shm = agreed.shm_on_every_rank;
+  if (!agreed.shm_on_every_rank && !agreed.shm_off_on_every_rank && state->rank == 0) {
     std::fprintf(stderr,
                  "concord: rank 0: CONCORD_SHM=0 on some ranks but not all; using the MPI "
                  "transport instead of shared memory on every rank\n");

@@ -1,4 +1,6 @@
-// A rank that never comes to a communicator's first call: its peers wait for it
+// A rank that never makes a communicator: its peers fail in its construction at
+// the deadline instead of waiting in MPI_Comm_dup for ever. A rank that never
+// comes to a communicator's first call: its peers wait for it
 // in the node's shared-memory set-up, which fails at the transport's deadline
 // (CONCORD_TRANSPORT_TIMEOUT_S, 2 s in this test's registration) instead of
 // holding them in MPI for ever, and the communicator has failed for good. With
@@ -58,6 +60,32 @@ void a_late_rank_fails_the_others_in(const char* wait) {
 }
 
 }  // namespace
+
+TEST_CASE("a rank that never makes the communicator fails its peers' construction at the deadline",
+          "[.][setup_timeout]") {
+  MPI_Comm given = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &given);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(given, &rank);
+  MPI_Comm_size(given, &size);
+  const int late = size - 1;
+  if (size >= 2 && rank != late) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto [code, message] = error_of([&] { Communicator never_made(given); });
+    const double waited = seconds_since(start);
+    CHECK(code == ErrorCode::Timeout);
+    CHECK_THAT(message, Catch::Matchers::Contains("the communicator's construction") &&
+                            Catch::Matchers::Contains("for 2 s") &&
+                            Catch::Matchers::Contains("end the job"));
+    CHECK(waited >= 2);
+    CHECK(waited < 20);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the late rank never makes it
+  // `given` holds the peers' abandoned exchange, which never completes: it is
+  // left to the job's end, as the error tells a program to do.
+  if (size < 2 || rank == late) MPI_Comm_free(&given);
+}
 
 TEST_CASE("a rank that never comes to the first call fails its peers' set-up at the deadline",
           "[.][setup_timeout]") {
