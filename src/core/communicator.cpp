@@ -56,8 +56,9 @@ struct ConstructionAgreement {
 // Collective over `comm`, the first exchange of a communicator's construction.
 // It waits like a set-up collective (at most CONCORD_TRANSPORT_TIMEOUT_S), so a
 // rank that never makes the communicator fails the others with Error(Timeout)
-// instead of holding them in MPI_Comm_dup for ever; once every rank is here,
-// the blocking splits and duplicates that follow do not wait on an absent one.
+// instead of holding them in MPI_Comm_dup for ever. The duplicates and splits
+// that follow block: a rank that comes only after its peers timed out passes
+// this exchange and then waits in them for ever.
 ConstructionAgreement agree_at_construction(MPI_Comm comm) {
   struct Mine {
     int thread_level;
@@ -93,6 +94,13 @@ std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) {
     throw Error(ErrorCode::InvalidArgument, detail::world_rank_or_unknown(),
                 "concord::Communicator(MPI_Comm): MPI_COMM_NULL is not a communicator");
+  }
+  int inter = 0;
+  detail::check_mpi(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
+  if (inter) {
+    throw Error(ErrorCode::InvalidArgument, detail::world_rank_or_unknown(),
+                "concord::Communicator(MPI_Comm): an intercommunicator is not supported; make "
+                "an intracommunicator of it first (MPI_Intercomm_merge)");
   }
   const ConstructionAgreement agreed = agree_at_construction(comm);
   auto state = std::make_shared<detail::CommunicatorState>();

@@ -70,6 +70,29 @@ TEST_CASE("MPI_COMM_NULL is rejected", "[communicator]") {
   CHECK_THROWS_AS(concord::Communicator(MPI_COMM_NULL), concord::Error);
 }
 
+TEST_CASE("an intercommunicator is rejected, naming what to do", "[communicator]") {
+  int world_rank = 0;
+  int world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (world_size < 2) return;
+  // Even and odd ranks, bridged by their leaders (world ranks 0 and 1).
+  MPI_Comm half = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &half);
+  MPI_Comm inter = MPI_COMM_NULL;
+  MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, world_rank % 2 == 0 ? 1 : 0, 7, &inter);
+  try {
+    concord::Communicator comm(inter);
+    FAIL("an intercommunicator was taken");
+  } catch (const concord::Error& e) {
+    CHECK(e.code() == concord::ErrorCode::InvalidArgument);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("intercommunicator") &&
+                             Catch::Matchers::Contains("MPI_Intercomm_merge"));
+  }
+  MPI_Comm_free(&inter);
+  MPI_Comm_free(&half);
+}
+
 // Run alone (ctest mpi_np2_too_many_virtual_nodes, CONCORD_VIRTUAL_NODES=3): every
 // rank gets the error, none is left waiting in a split.
 TEST_CASE("more virtual nodes than ranks on a node is an error on every rank",
