@@ -27,6 +27,21 @@ using concord::test::seconds_since;
 
 namespace {
 
+// Runs `call`, which waits for a rank that is not coming; checks that it failed
+// with Timeout naming `wait` after the 2 s deadline (and not much later), and
+// returns the error's message.
+template <typename Call>
+std::string fails_at_the_deadline(Call&& call, const char* wait) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto [code, message] = error_of(call);
+  const double waited = seconds_since(start);
+  CHECK(code == ErrorCode::Timeout);
+  CHECK_THAT(message, Catch::Matchers::Contains(wait) && Catch::Matchers::Contains("for 2 s"));
+  CHECK(waited >= 2);
+  CHECK(waited < 20);
+  return message;
+}
+
 // The last rank never calls; the others' first allreduce fails with Timeout
 // naming `wait` (where they waited for it) after the 2 s deadline, and so does
 // their next call, with the same error: the communicator has failed for good.
@@ -41,13 +56,7 @@ void a_late_rank_fails_the_others_in(const char* wait) {
       allreduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum, comm);
     };
     if (comm.rank() != late) {
-      const auto start = std::chrono::steady_clock::now();
-      const auto [code, message] = error_of(reduce);
-      const double waited = seconds_since(start);
-      CHECK(code == ErrorCode::Timeout);
-      CHECK_THAT(message, Catch::Matchers::Contains(wait) && Catch::Matchers::Contains("for 2 s"));
-      CHECK(waited >= 2);
-      CHECK(waited < 20);
+      const std::string message = fails_at_the_deadline(reduce, wait);
       // For good: the next call fails at once with the same error.
       const auto [again, again_message] = error_of(reduce);
       CHECK(again == ErrorCode::Timeout);
@@ -71,15 +80,9 @@ TEST_CASE("a rank that never makes the communicator fails its peers' constructio
   MPI_Comm_size(given, &size);
   const int late = size - 1;
   if (size >= 2 && rank != late) {
-    const auto start = std::chrono::steady_clock::now();
-    const auto [code, message] = error_of([&] { Communicator never_made(given); });
-    const double waited = seconds_since(start);
-    CHECK(code == ErrorCode::Timeout);
-    CHECK_THAT(message, Catch::Matchers::Contains("the communicator's construction") &&
-                            Catch::Matchers::Contains("for 2 s") &&
-                            Catch::Matchers::Contains("end the job"));
-    CHECK(waited >= 2);
-    CHECK(waited < 20);
+    const std::string message = fails_at_the_deadline([&] { Communicator never_made(given); },
+                                                      "the communicator's construction");
+    CHECK_THAT(message, Catch::Matchers::Contains("end the job"));
   }
   MPI_Barrier(MPI_COMM_WORLD);  // the late rank never makes it
   // `given` holds the peers' abandoned exchange, which never completes: it is
