@@ -19,7 +19,7 @@ class Communicator {
   // MPI_COMM_WORLD. Initialises MPI (MPI_THREAD_MULTIPLE) if nobody has; in that
   // case concord also finalizes it at process exit.
   static Communicator world();
-  // Collective over `comm`. Its first exchange waits at most
+  // Collective over `comm`. Its first exchange and the duplicate wait at most
   // CONCORD_TRANSPORT_TIMEOUT_S for the other ranks: past it, Error(Timeout)
   // naming the construction, and that exchange stays unmatched on `comm`.
   explicit Communicator(MPI_Comm comm);

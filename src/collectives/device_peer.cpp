@@ -1,5 +1,7 @@
 #include "collectives/device_peer.hpp"
 
+#include "core/mpi_wait.hpp"
+
 #include <concord/error.hpp>
 
 #include <fmt/format.h>
@@ -37,6 +39,7 @@ cuda::PeerAllreduce call_of(const PeerSpace& space, DataType dtype, ReduceOp op)
   c.max_blocks = space.blocks;
   c.timeout_ns = space.timeout_ns;
   c.timeout = space.record;
+  c.aborted = space.aborted;
   return c;
 }
 
@@ -62,19 +65,37 @@ void check_peer_space(const PeerSpace& space, int rank) {
   for (std::uint32_t r = 0; r < space.comm_ranks.size(); ++r) {
     if ((mask >> r) & 1u) missing.push_back(comm_rank(r));
   }
-  const std::uint32_t gave_up = record->gave_up;  // 1 + local rank
-  const int first = gave_up == 0 ? -1 : comm_rank(gave_up - 1);
-  const std::string what =
-      !missing.empty()
-          ? fmt::format(
-                "rank(s) {} did not arrive{}", fmt::join(missing, ", "),
-                first == rank || first < 0 ? "" : fmt::format(" (rank {} gave up first)", first))
-          : fmt::format("abandoned: rank {} had given up waiting for its peers", first);
+  const std::uint32_t gave_up = record->gave_up;  // PeerFlags::gave_up
+  const bool by_abort = (gave_up & cuda::kPeerAborted) != 0;
+  const std::uint32_t who = gave_up & ~cuda::kPeerAborted;  // 1 + local rank
+  const int first = who == 0 ? -1 : comm_rank(who - 1);
+  const std::string waited = missing.empty()
+                                 ? std::string()
+                                 : fmt::format(" waited on rank(s) {}", fmt::join(missing, ", "));
+  if (by_abort && first == rank) {
+    throw aborted_error(rank, fmt::format("while device allreduce call {}{}", call,
+                                          missing.empty() ? " started" : waited));
+  }
+  std::string what;
+  if (by_abort) {
+    what = fmt::format("rank {} aborted the communicator (Communicator::abort){}", first,
+                       missing.empty() ? "" : fmt::format(" while this rank{}", waited));
+  } else if (!missing.empty()) {
+    what = fmt::format(
+        "rank(s) {} did not arrive{}", fmt::join(missing, ", "),
+        first == rank || first < 0 ? "" : fmt::format(" (rank {} gave up first)", first));
+  } else {
+    what = fmt::format("abandoned: rank {} had given up waiting for its peers", first);
+  }
+  const std::string bound =
+      by_abort ? std::string()
+               : fmt::format(" (each wait bounded at {}, CONCORD_TRANSPORT_TIMEOUT_S)",
+                             bound_text(space.timeout_ns));
   throw Error(ErrorCode::Timeout, rank,
-              fmt::format("device allreduce call {} on this communicator: {} (each wait bounded "
-                          "at {}, CONCORD_TRANSPORT_TIMEOUT_S); the communicator has failed, and "
-                          "the outputs of that call and of any later one are unspecified",
-                          call, what, bound_text(space.timeout_ns)));
+              fmt::format("device allreduce call {} on this communicator: {}{}; the communicator "
+                          "has failed, and the outputs of that call and of any later one are "
+                          "unspecified",
+                          call, what, bound));
 }
 
 void allreduce_device_peer(PeerSpace& space, std::size_t one_shot_bytes, const void* send,
@@ -140,6 +161,7 @@ ProbeOutcome probe_peer_concurrency(PeerSpace& space, cuda::PeerProbeResult* res
   meet_through(*space.arena, probe);
   probe.timeout_ns = bound_ns;
   probe.result = result;
+  probe.aborted = space.aborted;
   // One meeting first: the ranks start at different times (the first launch of a
   // kernel in a process loads it), which should not count.
   for (const int n : {1, rounds}) {

@@ -35,14 +35,19 @@ struct PeerSpace {
   cuda::PeerTimeout* record = nullptr;
   // The communicator's rank of each of the arena's ranks, for the error message.
   std::vector<int> comm_ranks;
+  // Host memory the kernels read: nonzero once this rank's communicator is aborted
+  // (AbortSignal::mirror_into). Null: none.
+  const std::uint32_t* aborted = nullptr;
   std::uint64_t timeout_ns = 0;  // each wait's bound on the GPU's clock
   int blocks = 1;                // each kernel's most blocks, the same on every rank
   std::uint32_t calls = 0;       // kernels launched so far; numbers the next one
 };
 
-// Throws Error(Timeout) labelled `rank` when a kernel on `space` recorded a wait
-// that ran out: the call, the ranks that did not arrive and the bound. Once that
-// has happened every later check throws again: the communicator has failed.
+// Throws when a kernel on `space` recorded a call it abandoned, labelled `rank`:
+// Error(Timeout) naming the call, the ranks that did not arrive and the bound, or
+// the rank whose abort ended it; Error(Shutdown) where that was this rank's own
+// abort. Once that has happened every later check throws again: the communicator
+// has failed.
 void check_peer_space(const PeerSpace& space, int rank);
 
 // recv = the reduction of every rank's send (Avg reduces as Sum: the caller scales),

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -53,26 +54,24 @@ struct ConstructionAgreement {
   bool shm_off_on_every_rank = false;
 };
 
-// Collective over `comm`, the first exchange of a communicator's construction.
-// It waits like a set-up collective (at most CONCORD_TRANSPORT_TIMEOUT_S), so a
-// rank that never makes the communicator fails the others with Error(Timeout)
-// instead of holding them in MPI_Comm_dup for ever. The duplicates and splits
-// that follow block: a rank that comes only after its peers timed out passes
-// this exchange and then waits in them for ever.
-ConstructionAgreement agree_at_construction(MPI_Comm comm) {
+// How the construction's two exchanges over the given communicator wait: like a
+// set-up collective, at most CONCORD_TRANSPORT_TIMEOUT_S, with no abort to read yet.
+const detail::SetupWait kConstructionWait{
+    "the communicator's construction", nullptr,
+    "the communicator is not made, and a collective on the MPI communicator it was given may "
+    "be left unmatched: end the job (MPI_Abort)"};
+
+// Collective over `comm`, the first exchange of a communicator's construction,
+// waited for as kConstructionWait says: a rank that never makes the communicator
+// fails the others with Error(Timeout) instead of holding them in MPI for ever.
+ConstructionAgreement agree_at_construction(MPI_Comm comm, int rank) {
   struct Mine {
     int thread_level;
     int shm;
   };
-  int rank = 0;
-  detail::check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   Mine mine{MPI_THREAD_SINGLE, detail::config().shm ? 1 : 0};
   detail::check_mpi(MPI_Query_thread(&mine.thread_level), "MPI_Query_thread", rank);
-  const detail::SetupWait wait{
-      "the communicator's construction", nullptr,
-      "the communicator is not made, and a collective on the MPI communicator it was given may "
-      "be left unmatched: end the job (MPI_Abort)"};
-  const std::vector<Mine> all = detail::gather_over_ranks(comm, mine, rank, wait);
+  const std::vector<Mine> all = detail::gather_over_ranks(comm, mine, rank, kConstructionWait);
   ConstructionAgreement agreed{MPI_THREAD_MULTIPLE, true, true};
   for (const Mine& theirs : all) {
     agreed.least_thread_level = std::min(agreed.least_thread_level, theirs.thread_level);
@@ -80,6 +79,20 @@ ConstructionAgreement agree_at_construction(MPI_Comm comm) {
     agreed.shm_off_on_every_rank = agreed.shm_off_on_every_rank && theirs.shm == 0;
   }
   return agreed;
+}
+
+// concord's private duplicate of `comm` (MPI_Comm_idup), the construction's second
+// exchange, waited for as the first: a rank that comes only after its peers timed
+// out in the first passes it against their abandoned request, and then fails here
+// at the deadline instead of waiting in MPI_Comm_dup for ever. Once every rank has
+// the duplicate, every rank is there: the splits after it block.
+MPI_Comm duplicate_at_construction(MPI_Comm comm, int rank) {
+  // On the heap: an abandoned MPI_Comm_idup may still write the handle.
+  auto dup = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+  MPI_Request request = MPI_REQUEST_NULL;
+  detail::check_mpi(MPI_Comm_idup(comm, dup.get(), &request), "MPI_Comm_idup", rank);
+  detail::wait_for_setup(request, "MPI_Comm_idup", rank, kConstructionWait, dup);
+  return *dup;
 }
 
 std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
@@ -102,10 +115,11 @@ std::shared_ptr<detail::CommunicatorState> make_state(MPI_Comm comm) {
                 "concord::Communicator(MPI_Comm): an intercommunicator is not supported; make "
                 "an intracommunicator of it first (MPI_Intercomm_merge)");
   }
-  const ConstructionAgreement agreed = agree_at_construction(comm);
+  int given_rank = 0;
+  detail::check_mpi(MPI_Comm_rank(comm, &given_rank), "MPI_Comm_rank");
+  const ConstructionAgreement agreed = agree_at_construction(comm, given_rank);
   auto state = std::make_shared<detail::CommunicatorState>();
-  MPI_Comm dup = MPI_COMM_NULL;
-  detail::check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
+  const MPI_Comm dup = duplicate_at_construction(comm, given_rank);
   state->comm = detail::MpiComm(dup);
   // Errors come back as codes that concord turns into concord::Error.
   detail::check_mpi(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");

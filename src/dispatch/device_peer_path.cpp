@@ -193,6 +193,11 @@ DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& 
   path->space.arena = path->arena.get();
   path->records = new (path->pinned.get()) PeerRecords{};
   path->space.record = &path->records->timeout;
+  // Communicator::abort() reaches the kernels' waits through the records, which the
+  // signal keeps alive.
+  path->space.aborted = &path->records->aborted;
+  state.abort_signal.mirror_into(&path->records->aborted,
+                                 std::shared_ptr<const void>(path, &path->records->aborted));
   path->space.comm_ranks = comm_ranks_of_node(state);
   path->space.timeout_ns = wait_bound_ns();
   path->space.blocks = peer_block_limit(state);

@@ -11,14 +11,17 @@
 #include "dispatch/device_peer_buffers.hpp"
 #include "transport/cuda_ipc_arena.hpp"
 
+#include <cstdint>
 #include <memory>
 
 namespace concord::detail {
 
 // What the path's kernels write for the host to read, in pinned memory.
+// And what the host writes for them: `aborted`, PeerSpace::aborted.
 struct PeerRecords {
   cuda::PeerTimeout timeout;  // PeerSpace::record
   cuda::PeerProbeResult probe;
+  std::uint32_t aborted;
 };
 
 struct DevicePeerPath {

@@ -124,6 +124,7 @@ Meet meet_of(const PeerAllreduce& c) {
   m.call = c.call;
   m.timeout_ns = c.timeout_ns;
   m.record = c.timeout;
+  m.aborted = c.aborted;
   return m;
 }
 
@@ -262,6 +263,7 @@ void peer_probe(const PeerProbe& probe, CudaStream stream) {
     m.call = 1;
     m.timeout_ns = probe.timeout_ns;
     m.record = &probe.result->timeout;
+    m.aborted = probe.aborted;
     CONCORD_LAUNCH(1, kThreadsPerBlock, stream, probe_kernel)(m, probe.rounds, probe.result);
     check_launch("probe_kernel", "probe");
   });

@@ -34,11 +34,14 @@ inline constexpr int kPeerThreadsPerBlock = 256;  // every kernel here
 // the same grids (the grid follows from the element count), so the ranks' counts
 // of block b stay equal.
 //
-// gave_up: 0, or 1 + the rank whose wait ran out first. The rank that gives up writes
-// it into every rank's flags; a kernel that finds it set (at its start, or while it
-// waits) ends at once and records the failure. So once one rank has abandoned a call
+// gave_up: 0, or 1 + the rank whose wait ran out first, with kPeerAborted set where
+// that rank gave up because its communicator was aborted (PeerAllreduce::aborted),
+// not at the bound. The rank that gives up writes it into every rank's flags; a
+// kernel that finds it set (at its start, or while it waits) ends at once and
+// records the failure. So once one rank has abandoned a call
 // no rank runs another (which would meet peers a call apart and mix their data),
 // and the calls queued behind a failure do not each wait out the bound.
+inline constexpr std::uint32_t kPeerAborted = 1u << 31;
 struct PeerFlags {
   std::uint32_t arrived[kMaxPeerBlocks][kMaxPeerRanks];
   std::uint32_t reduced[kMaxPeerBlocks][kMaxPeerRanks];
@@ -53,7 +56,7 @@ struct PeerFlags {
 struct PeerTimeout {
   std::uint32_t call;           // PeerAllreduce::call of the first call abandoned here
   std::uint32_t missing_ranks;  // bit r: this rank waited for rank r in vain
-  std::uint32_t gave_up;        // 1 + the rank whose wait ran out first, as learned here
+  std::uint32_t gave_up;        // PeerFlags::gave_up, as learned here
 };
 
 // One rank's part of a call. Every rank passes the same ranks, count, dtype, op and
@@ -81,6 +84,10 @@ struct PeerAllreduce {
   int max_blocks = kMaxPeerBlocks;
   std::uint64_t timeout_ns = 0;  // each wait's bound, on the GPU's clock
   PeerTimeout* timeout = nullptr;
+  // Host-written memory the kernels can read (mapped pinned), or null: nonzero once
+  // this rank's communicator is aborted. A wait that finds it so gives up at once,
+  // recording it and telling every rank (kPeerAborted), as at the bound.
+  const std::uint32_t* aborted = nullptr;
 };
 
 // One shot: every rank's kernel reads every rank's input over IPC and reduces them
@@ -129,6 +136,7 @@ struct PeerProbe {
   int rounds = 0;
   std::uint64_t timeout_ns = 0;
   PeerProbeResult* result = nullptr;
+  const std::uint32_t* aborted = nullptr;  // as PeerAllreduce::aborted
 };
 void peer_probe(const PeerProbe& probe, CudaStream stream);
 

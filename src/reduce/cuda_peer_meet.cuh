@@ -23,7 +23,9 @@ namespace concord::detail::cuda::peer {
 
 enum class Meeting { Arrived, Reduced, Left };
 
-// Who meets whom, and how long a wait may last; `record` gets a wait that ran out.
+// Who meets whom, and how long a wait may last; `record` gets a wait that ran out;
+// `aborted` (host memory, or null) turns nonzero once this rank's communicator is
+// aborted (PeerAllreduce::aborted).
 struct Meet {
   PeerFlags* flags[kMaxPeerRanks];
   int rank;
@@ -31,6 +33,7 @@ struct Meet {
   std::uint32_t call;
   std::uint64_t timeout_ns;
   PeerTimeout* record;
+  const std::uint32_t* aborted;
 };
 
 template <class T>
@@ -98,12 +101,20 @@ __device__ inline void record(const Meet& m, std::uint32_t missing, std::uint32_
   atomicCAS(&m.record->call, 0u, m.call);
 }
 
-// Tells every rank that this one gave up (the first to do so is named).
-__device__ inline void give_up(const Meet& m) {
-  for (int r = 0; r < m.ranks; ++r) {
-    atomicCAS(&m.flags[r]->gave_up, 0u, static_cast<std::uint32_t>(m.rank) + 1);
-  }
+// Tells every rank that this one gave up, `who` saying why (PeerFlags::gave_up;
+// the first to give up is named).
+__device__ inline void give_up(const Meet& m, std::uint32_t who) {
+  for (int r = 0; r < m.ranks; ++r) atomicCAS(&m.flags[r]->gave_up, 0u, who);
   __threadfence_system();
+}
+
+// Whether this rank's communicator was aborted. The word lies in host memory, a
+// read across the bus of a microsecond or so: a wait reads it once every
+// kSpinsPerAbortCheck polls of its peer's flag, and a call that meets its peers
+// at once never does.
+inline constexpr unsigned kSpinsPerAbortCheck = 128;
+__device__ __forceinline__ bool aborted_here(const Meet& m) {
+  return m.aborted != nullptr && *static_cast<const volatile std::uint32_t*>(m.aborted) != 0;
 }
 
 // Whether some rank gave up in an earlier call (or in this one, before this block
@@ -118,8 +129,9 @@ __device__ inline bool abandoned(const Meet& m) {
 
 // Block blockIdx.x of this rank meets the same block of every rank; true when all
 // came within the bound. A thread that waits in vain for its peer (its bound ran
-// out, or a rank gave up meanwhile) records it; where its own bound ran out it also
-// tells every rank.
+// out, this rank was aborted, or a rank gave up meanwhile) records it; where its own
+// bound ran out or its own rank was aborted it also tells every rank, so that they
+// stop waiting too.
 __device__ inline bool meet(const Meet& m, Meeting which, std::uint32_t sequence) {
   const int peer = static_cast<int>(threadIdx.x);
   int late = 0;
@@ -128,16 +140,19 @@ __device__ inline bool meet(const Meet& m, Meeting which, std::uint32_t sequence
     *static_cast<volatile std::uint32_t*>(flag_slot(m.flags[peer], which, m.rank)) = sequence;
     const volatile std::uint32_t* theirs = flag_slot(m.flags[m.rank], which, peer);
     const std::uint64_t start = now_ns();
-    while (!reached(*theirs, sequence)) {
+    const std::uint32_t me = static_cast<std::uint32_t>(m.rank) + 1;
+    for (unsigned spins = 1; !reached(*theirs, sequence); ++spins) {
       if (const std::uint32_t who = gave_up(m); who != 0) {
         late = 1;
         record(m, 1u << peer, who);
         break;
       }
-      if (now_ns() - start > m.timeout_ns) {
+      const bool abort = spins % kSpinsPerAbortCheck == 0 && aborted_here(m);
+      if (abort || now_ns() - start > m.timeout_ns) {
         late = 1;
-        give_up(m);
-        record(m, 1u << peer, static_cast<std::uint32_t>(m.rank) + 1);
+        const std::uint32_t who = abort ? me | kPeerAborted : me;
+        give_up(m, who);
+        record(m, 1u << peer, who);
         break;
       }
       pause_polling();

@@ -1,15 +1,18 @@
 // Device calls that cannot finish: a rank that never comes to the first one (its
 // peers wait for it in CUDA IPC's set-up, which fails at the transport's deadline),
-// Communicator::abort() while a device call waits for a peer, in the set-up or in
-// the IPC rounds, and the peer of an aborted rank, which fails instead of waiting
-// for ever on it. Hidden: each needs its own deadline and CONCORD_CUDA_PEER=off
-// (the IPC rounds meet on the host; the device-synchronised path's kernels are
-// bounded by the deadline alone), see tests/CMakeLists.txt.
+// Communicator::abort() while a device call waits for a peer, in the set-up, in the
+// IPC rounds or in the device-synchronised path's kernels, and the peer of an
+// aborted rank, which fails instead of waiting on it. Hidden: each needs its own
+// deadline and CONCORD_CUDA_PEER (off for the IPC rounds, which meet on the host;
+// on for the kernels), see tests/CMakeLists.txt.
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>
 
 #include "cuda/cuda_runtime.hpp"
+#include "device/device_resources.hpp"
+#include "dispatch/device_peer_path.hpp"
+#include "gpu/stream_kernels.hpp"
 #include "mpi/failing_calls.hpp"
 
 #include <mpi.h>
@@ -17,6 +20,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -24,6 +28,7 @@ namespace {
 using namespace concord;
 using Catch::Matchers::Contains;
 using concord::test::aborted_while_waiting;
+using concord::test::delayed_fill;
 using concord::test::error_of;
 using concord::test::own_communicator;
 using concord::test::seconds_since;
@@ -134,5 +139,114 @@ TEST_CASE("an abort stops a device call in the IPC rounds, and its peer fails in
     CHECK(failure.code == ErrorCode::Timeout);
     CHECK_THAT(failure.message, Contains("local rank 0 gave up on this communicator"));
     CHECK(failure.seconds < 10);
+  });
+}
+
+// The kernels wait on flags in device memory; the abort reaches them through a word
+// in mapped pinned memory that they poll beside their peer's flag.
+TEST_CASE("an abort stops a device-synchronised call waiting for a peer, and its peer fails",
+          "[.][gpu][peer_abort]") {
+  on_own_communicator([](const Communicator& comm) {
+    cuda::Stream stream;
+    AllreduceOptions options;
+    options.stream = stream.get();
+    cuda::DeviceBuffer buf(kCount * sizeof(float));
+    auto* data = reinterpret_cast<float*>(buf.get());
+    std::vector<float> ones(kCount, 1.0f);
+    cuda::check(cudaMemcpy(data, ones.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
+                "cudaMemcpy");
+    cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    const auto call = [&] {
+      allreduce(data, data, kCount, DataType::Float32, ReduceOp::Sum, comm, options);
+    };
+    call();  // sets the path up on every rank
+    stream.synchronize();
+    std::vector<float> got(kCount);
+    cuda::check(cudaMemcpy(got.data(), data, kCount * sizeof(float), cudaMemcpyDeviceToHost),
+                "cudaMemcpy");
+    REQUIRE(got[0] == static_cast<float>(comm.size()));
+    const detail::DevicePeerPath* path = comm.state().device_resources->peer.get();
+    REQUIRE(path != nullptr);
+    REQUIRE(path->concurrent);
+
+    if (comm.rank() == 0) {  // the others come only once rank 0 has aborted
+      const auto start = std::chrono::steady_clock::now();
+      const std::string message = aborted_while_waiting(comm, 0.3, [&] {
+        call();                // queued: its kernel waits for the peers on the GPU
+        stream.synchronize();  // until the abort, not the 60 s deadline
+        call();
+      });
+      CHECK(seconds_since(start) < 10);
+      // What the kernel recorded: this rank's abort, in the call it abandoned.
+      const auto [code, recorded] =
+          error_of([&] { detail::check_peer_space(path->space, comm.rank()); });
+      CHECK(code == ErrorCode::Shutdown);
+      CHECK_THAT(recorded, Contains("aborted the communicator") &&
+                               Contains("while device allreduce call 2 waited on rank(s) 1"));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (comm.rank() == 0) return;
+    // Rank 0's kernel told every rank that it gave up: this call's kernel ends at
+    // once, and the next call says why.
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    stream.synchronize();
+    const Failure failure = failing_call(comm, buf);
+    CHECK(failure.code == ErrorCode::Timeout);
+    CHECK_THAT(failure.message, Contains("device allreduce call 2 on this communicator: rank 0 "
+                                         "aborted the communicator") &&
+                                    Contains("the communicator has failed"));
+    CHECK(seconds_since(start) < 10);
+  });
+}
+
+// The same through the engine, as torch's ProcessGroup.abort does it: the bucket's
+// kernel on rank 0 waits for rank 1, whose tensor becomes ready only seconds later
+// (a delay on its stream); Engine::abort ends that wait, and rank 1's kernel, when it
+// runs, finds that rank 0 gave up.
+TEST_CASE("an engine abort stops a device bucket waiting in the kernels, and its peer fails",
+          "[.][gpu][peer_abort]") {
+  on_own_communicator([](const Communicator& comm) {
+    EngineOptions engine_options;
+    engine_options.stall_warning_s = 600;  // the wait is on purpose: no warning
+    Engine engine(comm, engine_options);
+    cuda::Stream stream;
+    cuda::DeviceBuffer buf(kCount * sizeof(float));
+    auto* data = reinterpret_cast<float*>(buf.get());
+    const TensorView view{data, kCount, DataType::Float32, Device::Cuda, stream.get()};
+    engine.enqueue_allreduce("warm", view, ReduceOp::Sum).wait();  // the path's set-up
+    if (comm.rank() == 1) delayed_fill(data, kCount, 1.0f, 3'000'000'000ull, stream.get());
+    Handle handle = engine.enqueue_allreduce("late", view, ReduceOp::Sum);
+    const auto start = std::chrono::steady_clock::now();
+    std::thread aborter;
+    if (comm.rank() == 0) {
+      aborter = std::thread([&engine] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        engine.abort();
+      });
+    }
+    const auto [code, message] = error_of([&] { handle.wait(); });
+    if (aborter.joinable()) aborter.join();
+    const double waited = seconds_since(start);
+    CHECK(waited < 10);  // the deadline is 60 s
+    if (comm.rank() == 0) {
+      // The kernel's wait ended: the engine's data communicator's abort, in that call.
+      CHECK(code == ErrorCode::Shutdown);
+      CHECK_THAT(message, Contains("this rank aborted the communicator") &&
+                              Contains("while device allreduce call 2 waited on rank(s) 1"));
+      CHECK(waited >= 0.3);
+    } else {
+      CHECK(code == ErrorCode::Timeout);
+      CHECK_THAT(message, Contains("rank 0 aborted the communicator"));
+      // Rank 0's engine has stopped: this one's negotiation would wait on it until
+      // the deadline, unless it aborts too (as in test_engine_abort.cpp).
+      engine.abort();
+    }
+    try {
+      engine.shutdown();
+    } catch (const Error&) {
+      // An engine that failed with its communicator may say so again here.
+    }
+    CHECK(seconds_since(start) < 10);
   });
 }

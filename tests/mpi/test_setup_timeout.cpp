@@ -1,5 +1,6 @@
 // A rank that never makes a communicator: its peers fail in its construction at
-// the deadline instead of waiting in MPI_Comm_dup for ever. A rank that never
+// the deadline instead of waiting in MPI for ever, and so does that rank when it
+// comes after they gave up. A rank that never
 // comes to a communicator's first call: its peers wait for it
 // in the node's shared-memory set-up, which fails at the transport's deadline
 // (CONCORD_TRANSPORT_TIMEOUT_S, 2 s in this test's registration) instead of
@@ -70,8 +71,10 @@ void a_late_rank_fails_the_others_in(const char* wait) {
 
 }  // namespace
 
-TEST_CASE("a rank that never makes the communicator fails its peers' construction at the deadline",
-          "[.][setup_timeout]") {
+TEST_CASE(
+    "a rank that never makes the communicator fails its peers' construction at the deadline and "
+    "its own when it comes late",
+    "[.][setup_timeout]") {
   MPI_Comm given = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &given);
   int rank = 0;
@@ -84,10 +87,20 @@ TEST_CASE("a rank that never makes the communicator fails its peers' constructio
                                                       "the communicator's construction");
     CHECK_THAT(message, Catch::Matchers::Contains("end the job"));
   }
-  MPI_Barrier(MPI_COMM_WORLD);  // the late rank never makes it
-  // `given` holds the peers' abandoned exchange, which never completes: it is
-  // left to the job's end, as the error tells a program to do (MPI_Comm_free
-  // is collective, so no rank frees it).
+  MPI_Barrier(MPI_COMM_WORLD);
+  // The late rank comes now: its first exchange completes against its peers'
+  // abandoned one, and it fails in the duplicate they never make, at the deadline
+  // too, instead of waiting in MPI_Comm_dup for ever. Its peers wait in a barrier
+  // meanwhile (MPI progresses their abandoned exchange there).
+  if (size >= 2 && rank == late) {
+    const std::string message = fails_at_the_deadline([&] { Communicator never_made(given); },
+                                                      "the communicator's construction");
+    CHECK_THAT(message, Catch::Matchers::Contains("MPI_Comm_idup"));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  // `given` holds abandoned exchanges, which never complete: it is left to the
+  // job's end, as the error tells a program to do (MPI_Comm_free is collective,
+  // so no rank frees it).
   if (size < 2) MPI_Comm_free(&given);
 }
 
