@@ -21,7 +21,7 @@ class Communicator {
   static Communicator world();
   // Collective over `comm`. Its first exchange and the duplicate wait at most
   // CONCORD_TRANSPORT_TIMEOUT_S for the other ranks: past it, Error(Timeout)
-  // naming the construction, and that exchange stays unmatched on `comm`.
+  // naming the construction, and those exchanges stay unmatched on `comm`.
   explicit Communicator(MPI_Comm comm);
 
   int rank() const;

@@ -84,8 +84,9 @@ ConstructionAgreement agree_at_construction(MPI_Comm comm, int rank) {
 // concord's private duplicate of `comm` (MPI_Comm_idup), the construction's second
 // exchange, waited for as the first: a rank that comes only after its peers timed
 // out in the first passes it against their abandoned request, and then fails here
-// at the deadline instead of waiting in MPI_Comm_dup for ever. Once every rank has
-// the duplicate, every rank is there: the splits after it block.
+// at the deadline instead of waiting in MPI_Comm_dup for ever. The topology's
+// splits after it block: every rank has come by then, short of one whose wait ran
+// out in the same moment as a peer's duplicate completed.
 MPI_Comm duplicate_at_construction(MPI_Comm comm, int rank) {
   // On the heap: an abandoned MPI_Comm_idup may still write the handle.
   auto dup = std::make_unique<MPI_Comm>(MPI_COMM_NULL);

@@ -73,7 +73,9 @@ struct CommunicatorState {
   // again (dispatch/call_agreement.hpp).
   mutable std::optional<Error> failure;
   // Communicator::abort() raised it, from any thread; the calls' waits read it.
-  // (Unlike `failure`, which only the calling thread writes.)
+  // (Unlike `failure`, which only the calling thread writes.) Declared after
+  // `device_resources`, so destroyed before them: the word it mirrors into (the
+  // device-synchronised path's) is never written once freed.
   mutable AbortSignal abort_signal;
   // Signature rows of checked calls whose sends had not finished when the call
   // ended (a peer that gave up, or came late, never receives them): MPI may still

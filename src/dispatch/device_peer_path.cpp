@@ -193,11 +193,7 @@ DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& 
   path->space.arena = path->arena.get();
   path->records = new (path->pinned.get()) PeerRecords{};
   path->space.record = &path->records->timeout;
-  // Communicator::abort() reaches the kernels' waits through the records, which the
-  // signal keeps alive.
   path->space.aborted = &path->records->aborted;
-  state.abort_signal.mirror_into(&path->records->aborted,
-                                 std::shared_ptr<const void>(path, &path->records->aborted));
   path->space.comm_ranks = comm_ranks_of_node(state);
   path->space.timeout_ns = wait_bound_ns();
   path->space.blocks = peer_block_limit(state);
@@ -209,6 +205,10 @@ DevicePeerPath* device_peer_path(DeviceResources& res, const CommunicatorState& 
     say_not_concurrent(state, path->probe_meeting_ns);
   }
   res.peer = path;
+  // Communicator::abort() reaches the kernels' waits through the records, which the
+  // signal keeps alive (the state's signal goes before its device resources).
+  state.abort_signal.mirror_into(&path->records->aborted,
+                                 std::shared_ptr<const void>(path, &path->records->aborted));
   return res.peer.get();
 }
 
