@@ -37,9 +37,25 @@ namespace cuda = concord::detail::cuda;
 constexpr std::size_t kCount = 256;
 
 // A device allreduce of kCount floats on `comm`, synchronised: what the caller sees.
-void device_allreduce(const Communicator& comm, cuda::DeviceBuffer& buf) {
-  allreduce(buf.get(), buf.get(), kCount, DataType::Float32, ReduceOp::Sum, comm);
+void device_allreduce(const Communicator& comm, cuda::DeviceBuffer& buf,
+                      const AllreduceOptions& options = {}) {
+  allreduce(buf.get(), buf.get(), kCount, DataType::Float32, ReduceOp::Sum, comm, options);
   cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+// One device allreduce of ones on every rank, which sets the call's path up, and
+// its sum checked against the rank count.
+void sum_ones(const Communicator& comm, cuda::DeviceBuffer& buf,
+              const AllreduceOptions& options = {}) {
+  std::vector<float> ones(kCount, 1.0f);
+  cuda::check(cudaMemcpy(buf.get(), ones.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
+              "cudaMemcpy");
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // pageable uploads return early
+  device_allreduce(comm, buf, options);
+  std::vector<float> got(kCount);
+  cuda::check(cudaMemcpy(got.data(), buf.get(), kCount * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy");
+  REQUIRE(got[0] == static_cast<float>(comm.size()));
 }
 
 bool one_node(const Communicator& comm) {
@@ -114,15 +130,7 @@ TEST_CASE("an abort stops a device call in the IPC rounds, and its peer fails in
           "[.][gpu][device_abort]") {
   on_own_communicator([](const Communicator& comm) {
     cuda::DeviceBuffer buf(kCount * sizeof(float));
-    std::vector<float> ones(kCount, 1.0f);
-    cuda::check(cudaMemcpy(buf.get(), ones.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
-                "cudaMemcpy");
-    cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // pageable uploads return early
-    device_allreduce(comm, buf);  // sets the IPC rounds up on every rank
-    std::vector<float> got(kCount);
-    cuda::check(cudaMemcpy(got.data(), buf.get(), kCount * sizeof(float), cudaMemcpyDeviceToHost),
-                "cudaMemcpy");
-    REQUIRE(got[0] == static_cast<float>(comm.size()));
+    sum_ones(comm, buf);  // sets the IPC rounds up on every rank
 
     if (comm.rank() == 0) {  // the others come only once rank 0 has given up
       const std::string message =
@@ -151,20 +159,10 @@ TEST_CASE("an abort stops a device-synchronised call waiting for a peer, and its
     AllreduceOptions options;
     options.stream = stream.get();
     cuda::DeviceBuffer buf(kCount * sizeof(float));
-    auto* data = reinterpret_cast<float*>(buf.get());
-    std::vector<float> ones(kCount, 1.0f);
-    cuda::check(cudaMemcpy(data, ones.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
-                "cudaMemcpy");
-    cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    sum_ones(comm, buf, options);  // sets the path up on every rank
     const auto call = [&] {
-      allreduce(data, data, kCount, DataType::Float32, ReduceOp::Sum, comm, options);
+      allreduce(buf.get(), buf.get(), kCount, DataType::Float32, ReduceOp::Sum, comm, options);
     };
-    call();  // sets the path up on every rank
-    stream.synchronize();
-    std::vector<float> got(kCount);
-    cuda::check(cudaMemcpy(got.data(), data, kCount * sizeof(float), cudaMemcpyDeviceToHost),
-                "cudaMemcpy");
-    REQUIRE(got[0] == static_cast<float>(comm.size()));
     const detail::DevicePeerPath* path = comm.state().device_resources->peer.get();
     REQUIRE(path != nullptr);
     REQUIRE(path->concurrent);
