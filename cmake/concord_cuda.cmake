@@ -72,7 +72,10 @@ message(STATUS "concord: CUDA device path ${CONCORD_WITH_CUDA} (architectures "
 # The CUDA runtime to link (CONCORD_CUDART), and concord_cuda_sources(files...),
 # which makes .cu files host-compiled C++ in the emulation build.
 if(CONCORD_CUDA_EMULATION)
-  add_library(concord_cudaemu SHARED ${PROJECT_SOURCE_DIR}/tests/cudaemu/runtime.cpp
+  add_library(concord_cudaemu SHARED ${PROJECT_SOURCE_DIR}/tests/cudaemu/state.cpp
+                                     ${PROJECT_SOURCE_DIR}/tests/cudaemu/memory.cpp
+                                     ${PROJECT_SOURCE_DIR}/tests/cudaemu/streams.cpp
+                                     ${PROJECT_SOURCE_DIR}/tests/cudaemu/device.cpp
                                      ${PROJECT_SOURCE_DIR}/tests/cudaemu/grid.cpp)
   # The grid scheduler's fibers (tests/cudaemu/grid.cpp).
   find_package(boost_context 1.74 CONFIG REQUIRED)

@@ -1,7 +1,8 @@
-// The CUDA emulator's process state, shared by its runtime (runtime.cpp) and the
-// kernel launches of code compiled with kernel.hpp. A test double: it lets the
-// device path run on a machine without a GPU, with the semantics that decide
-// whether that code is right on a real one (see docs/GPU.md, "Emulated runs"):
+// The CUDA emulator's queueing, shared by its runtime (state.hpp says which file
+// holds what) and the kernel launches of code compiled with kernel.hpp. A test
+// double: it lets the device path run on a machine without a GPU, with the
+// semantics that decide whether that code is right on a real one (see docs/GPU.md,
+// "Emulated runs"):
 //   - streams defer their work: nothing queued on a stream runs until something
 //     waits for it (a stream or event synchronisation, a synchronous copy, a
 //     stream waiting on an event, cudaFree), so a missing synchronisation reads
@@ -37,7 +38,7 @@ namespace cudaemu {
 cudaError_t enqueue(cudaStream_t stream, std::function<void()> op);
 
 // Queues a kernel's grid on `stream`, as enqueue does. Under CUDAEMU_MPS=0 the grid
-// takes its GPU's turn first (runtime.cpp: processes sharing an emulated GPU without
+// takes its GPU's turn first (state.cpp: processes sharing an emulated GPU without
 // MPS run their kernels one at a time).
 cudaError_t enqueue_kernel(cudaStream_t stream, std::function<void()> grid);
 
