@@ -24,6 +24,15 @@ Error aborted_error(int rank, const std::string& when) {
                            when));
 }
 
+void cancel_receive(MPI_Request& recv) {
+  if (recv == MPI_REQUEST_NULL) return;
+  MPI_Cancel(&recv);
+  // MPI_Test sets the request to MPI_REQUEST_NULL once it is cancelled or complete.
+  poll_until_done([&](int* done) { return MPI_Test(&recv, done, MPI_STATUS_IGNORE); },
+                  kCancelledReceiveWaitS);
+  if (recv != MPI_REQUEST_NULL) MPI_Request_free(&recv);  // the bound ran out, or the test failed
+}
+
 void keep_buffer_until_exit(std::shared_ptr<void> buffer) {
   // Leaked on purpose: a function-local static would be destroyed at exit
   // before concord's MPI_Finalize.

@@ -83,6 +83,16 @@ Error aborted_error(int rank, const std::string& when);
 // MPI_COMM_WORLD rank (algorithms run on sub-communicators).
 std::string describe_peer(MPI_Comm comm, int peer);
 
+// A receive this rank gives up on (its deadline passed, or an abort): cancelled,
+// and waited for until MPI says it is cancelled or complete, so that a late
+// message is not written into a buffer its owner frees or reuses next (a freed
+// receive stays posted: MPI_Request_free does not cancel). A receive that has
+// already matched a large message still under way cannot be cancelled; if its
+// data has not come within kCancelledReceiveWaitS the request is freed after
+// all, since its peer is then presumed gone. `recv` is MPI_REQUEST_NULL after.
+inline constexpr double kCancelledReceiveWaitS = 2.0;
+void cancel_receive(MPI_Request& recv);
+
 // Keeps `buffer` until the process exits (never destroyed: concord's
 // MPI_Finalize at exit may still drive the request into it).
 void keep_buffer_until_exit(std::shared_ptr<void> buffer);

@@ -27,13 +27,6 @@ struct Exchange {
   std::vector<MPI_Request> sends;
 };
 
-// A receive that will not complete: cancelled, and waited for, so that nothing
-// writes into its buffer afterwards.
-void cancel(MPI_Request& recv) {
-  MPI_Cancel(&recv);
-  MPI_Wait(&recv, MPI_STATUS_IGNORE);
-}
-
 // After the deadline: which peers' rows never came, their receives cancelled.
 std::vector<std::string> abandon_receives(Exchange& ex, MPI_Comm comm, int rank) {
   std::vector<std::string> missing;
@@ -43,7 +36,7 @@ std::vector<std::string> abandon_receives(Exchange& ex, MPI_Comm comm, int rank)
     check_mpi(MPI_Test(&ex.recvs[p], &done, MPI_STATUS_IGNORE), "MPI_Test", rank);
     if (done) continue;
     missing.push_back(describe_peer(comm, static_cast<int>(p)));
-    cancel(ex.recvs[p]);
+    cancel_receive(ex.recvs[p]);
   }
   return missing;
 }
@@ -132,7 +125,7 @@ void agree_within(const char* what, std::string_view label, const CallSignature&
     // An MPI call failed midway: nothing may still write into `rows` (on this
     // stack) or read `row` once this returns, and the ranks are out of step.
     for (MPI_Request& r : ex.recvs) {
-      if (r != MPI_REQUEST_NULL) cancel(r);
+      cancel_receive(r);
     }
     free_sends(ex, std::move(row), state);
     fail_communicator(comm,

@@ -270,25 +270,33 @@ void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype,
   });
 }
 
+// As the allreduce's data phase: a wait past its deadline, or an abort, fails
+// `comm`, so that a later collective cannot meet messages this one left behind.
 void dispatch_broadcast(void* buf, std::size_t bytes, int root, const Communicator& comm) {
   check_not_failed(comm);
   if (comm.size() == 1 || bytes == 0) return;
-  MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
-  broadcast_binomial(transport, buf, bytes, root);
+  failing_when_abandoned(comm, [&] {
+    MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
+    broadcast_binomial(transport, buf, bytes, root);
+  });
 }
 
 void dispatch_allgatherv(const void* mine, void* out, const std::vector<std::size_t>& block_bytes,
                          const Communicator& comm) {
   check_not_failed(comm);
-  MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
-  allgatherv_ring(transport, mine, out, block_bytes);
+  failing_when_abandoned(comm, [&] {
+    MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
+    allgatherv_ring(transport, mine, out, block_bytes);
+  });
 }
 
 void dispatch_alltoallv(const void* send, const std::vector<std::size_t>& send_bytes, void* recv,
                         const std::vector<std::size_t>& recv_bytes, const Communicator& comm) {
   check_not_failed(comm);
-  MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
-  alltoallv_pairwise(transport, send, send_bytes, recv, recv_bytes);
+  failing_when_abandoned(comm, [&] {
+    MpiTransport transport(comm.mpi_comm(), &comm.state().abort_signal);
+    alltoallv_pairwise(transport, send, send_bytes, recv, recv_bytes);
+  });
 }
 
 }  // namespace concord::detail

@@ -13,6 +13,8 @@
 // move their prescale and completion onto the packer thread for no gain.
 #include "engine/engine_core.hpp"
 
+#include "core/agreement.hpp"
+#include "core/communicator_state.hpp"
 #include "dispatch/dispatch.hpp"
 #include "engine/device_buckets.hpp"
 #include "reduce/reduce_kernels.hpp"
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <future>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace concord::detail {
@@ -96,22 +99,55 @@ class EngineCore::PackedPipeline {
  private:
   static bool single(const Bucket& b) { return b.works.size() == 1; }
 
-  // Buffers are sized before the pipeline starts: both threads use them. A bucket
-  // whose buffer cannot be had is left out (on every rank alike when the size is
-  // beyond what any rank can hold).
+  // Buffers are sized before the pipeline starts: both threads use them. Every
+  // rank plans the same buckets and grows the same buffers, so two failures are
+  // told apart:
+  //   - a size no buffer can hold (beyond max_size) is the same on every rank:
+  //     that bucket is left out everywhere, its tensors fail, the engine goes on;
+  //   - an allocation that fails (std::bad_alloc) may fail on some ranks only, and
+  //     a rank without its buffer must not skip a bucket's allreduce that its
+  //     peers run. So where a buffer grew (in the same cycles on every rank), the
+  //     ranks agree that every one has it; if one has not, every rank throws and
+  //     the engines stop.
   void size_buffers() {
+    std::optional<Error> failed;
+    bool grew = false;
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
       const Bucket& b = buckets_[k];
+      std::vector<std::byte>& buffer = core_.buffers_[k % 2];
       const std::size_t bytes = b.count * size_of(b.dtype);
-      if (single(b) || core_.buffers_[k % 2].size() >= bytes) continue;
-      try {
-        core_.buffers_[k % 2].resize(bytes);
-      } catch (...) {
-        errors_[k] = to_error(
-            std::current_exception(), core_.data_.rank(),
-            fmt::format("Engine: fusion buffer of {} bytes for {} tensors", bytes, b.works.size()));
+      if (single(b) || buffer.size() >= bytes) continue;
+      const std::string what =
+          fmt::format("Engine: fusion buffer of {} bytes for {} tensors", bytes, b.works.size());
+      if (bytes > buffer.max_size()) {
+        errors_[k] = Error(ErrorCode::SystemError, core_.data_.rank(),
+                           what + ": cannot allocate memory (more than a buffer can hold)");
         no_buffer_[k] = 1;
+        continue;
       }
+      grew = true;
+      if (failed) continue;
+      try {
+        buffer.resize(bytes);
+      } catch (...) {
+        failed = to_error(std::current_exception(), core_.data_.rank(), what);
+      }
+    }
+    if (grew) agree_on_buffers(failed);
+  }
+
+  // Collective over the engine's communicator, for size_buffers.
+  void agree_on_buffers(const std::optional<Error>& failed) {
+    const int rank = core_.data_.rank();
+    const SetupWait wait{"the engine's agreement on its fusion buffers",
+                         &core_.data_.state().abort_signal,
+                         "the engine stops, and the ranks' collectives are out of step"};
+    const bool everywhere = all_ranks_ok(core_.data_.mpi_comm(), !failed, rank, wait);
+    if (failed) throw *failed;
+    if (!everywhere) {
+      throw Error(ErrorCode::SystemError, rank,
+                  "Engine: another rank could not allocate a fusion buffer for this cycle's "
+                  "buckets (its error names the size); the engine stops on every rank");
     }
   }
 
@@ -157,6 +193,7 @@ class EngineCore::PackedPipeline {
     const auto begin = Clock::now();
     // Even after a local packing error the collective runs, so that every rank
     // runs the same ones; its result is not unpacked.
+    // A bucket left out for its size is left out on every rank (size_buffers).
     if (!no_buffer_[k]) {
       try {
         dispatch_allreduce("allreduce", buf, buf, b.count, b.dtype, b.op, core_.data_, options_);
@@ -200,9 +237,10 @@ class EngineCore::PackedPipeline {
   const std::vector<Bucket>& buckets_;
   Clock::time_point agreed_;
   AllreduceOptions options_;
-  // What failed, by bucket: its buffer, its packing, its collective.
+  // What failed, by bucket: its buffer's size, its packing (its collective's
+  // error is passed on).
   std::vector<std::optional<Error>> errors_;
-  std::vector<char> no_buffer_;
+  std::vector<char> no_buffer_;                 // left out on every rank: no buffer holds its size
   std::vector<std::optional<Span>> packed_at_;  // when each bucket was packed
   std::vector<std::future<void>> packed_;
   std::vector<std::future<void>> finished_;

@@ -7,6 +7,7 @@
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
 #include "device/device_path.hpp"
+#include "dispatch/call_agreement.hpp"
 #include "dispatch/dispatch.hpp"
 #include "engine/device_buckets.hpp"
 #include "reduce/reduce_kernels.hpp"
@@ -333,9 +334,19 @@ void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,
     const auto begin = Clock::now();
     try {
       run_one(*w);
+    } catch (const AgreedFailure& failure) {
+      complete(w, failure);
+      continue;
     } catch (...) {
-      complete(w, to_error(std::current_exception(), data_.rank(),
-                           fmt::format("Engine: tensor '{}'", w->name)));
+      const Error error = to_error(std::current_exception(), data_.rank(),
+                                   fmt::format("Engine: tensor '{}'", w->name));
+      // This rank may have skipped a collective its peers run (an allocation or
+      // a device copy failed between two of them), and its later collectives
+      // would then meet their messages out of order. The engine's communicator
+      // fails (the first reason stays): every later collective of this engine
+      // fails at once here, and the peers' at their deadline or their own failure.
+      fail_communicator(data_, error);
+      complete(w, error);
       continue;
     }
     if (timeline_ && w->sig.kind != WorkKind::Join) {

@@ -25,6 +25,15 @@
 
 namespace concord::detail {
 
+// A collective's failure that every rank meets alike, computed from values they
+// all hold (a gathered size that overflows): the ranks stay in step, and the
+// engine's communicator stays usable. Any other failure of a collective may
+// leave this rank out of step with its peers (EngineCore::execute).
+class AgreedFailure : public Error {
+ public:
+  using Error::Error;
+};
+
 // The error an operation fails with when the exception `e` escaped it: a
 // concord::Error as it is; an allocation that failed (std::bad_alloc, or
 // std::length_error for a size no container can hold) as SystemError; anything

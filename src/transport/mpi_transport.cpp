@@ -24,28 +24,37 @@ MpiTransport::MpiTransport(MPI_Comm comm, double timeout_s, const AbortSignal* a
 }
 
 MpiTransport::~MpiTransport() {
-  for (MPI_Request& r : slots_) {
+  for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
+    MPI_Request& r = slots_[slot];
     if (r == MPI_REQUEST_NULL) continue;
-    // After a timeout the peer is presumed gone, after an abort this rank is
-    // leaving: waiting would hang the unwind. The requests are handed to MPI to
-    // finish or drop; the communicator is unusable and the error says so.
-    if (abandoned_) {
-      MPI_Request_free(&r);
-    } else {
+    if (!abandoned_) {
       MPI_Wait(&r, MPI_STATUS_IGNORE);
+      continue;
+    }
+    // After a timeout the peer is presumed gone, after an abort this rank is
+    // leaving: waiting would hang the unwind. A receive is cancelled, since its
+    // buffer (the caller's, or a scratch buffer that later calls reuse) must not
+    // take a late message; a send is handed to MPI to finish or drop. The
+    // communicator is unusable and the error says so.
+    if (slot_receives_[slot]) {
+      cancel_receive(r);
+    } else {
+      MPI_Request_free(&r);
     }
   }
 }
 
-std::size_t MpiTransport::take_slot(int peer) {
+std::size_t MpiTransport::take_slot(int peer, bool receive) {
   if (!free_slots_.empty()) {
     std::size_t slot = free_slots_.back();
     free_slots_.pop_back();
     slot_peers_[slot] = peer;
+    slot_receives_[slot] = receive;
     return slot;
   }
   slots_.push_back(MPI_REQUEST_NULL);
   slot_peers_.push_back(peer);
+  slot_receives_.push_back(receive);
   return slots_.size() - 1;
 }
 
@@ -68,7 +77,7 @@ void MpiTransport::check_count(std::size_t bytes) const {
 
 Request MpiTransport::isend(int peer, const void* buf, std::size_t bytes, int tag) {
   check_count(bytes);
-  std::size_t slot = take_slot(peer);
+  std::size_t slot = take_slot(peer, false);
 #if MPI_VERSION >= 4
   int rc =
       MPI_Isend_c(buf, static_cast<MPI_Count>(bytes), MPI_BYTE, peer, tag, comm_, &slots_[slot]);
@@ -82,7 +91,7 @@ Request MpiTransport::isend(int peer, const void* buf, std::size_t bytes, int ta
 
 Request MpiTransport::irecv(int peer, void* buf, std::size_t bytes, int tag) {
   check_count(bytes);
-  std::size_t slot = take_slot(peer);
+  std::size_t slot = take_slot(peer, true);
 #if MPI_VERSION >= 4
   int rc =
       MPI_Irecv_c(buf, static_cast<MPI_Count>(bytes), MPI_BYTE, peer, tag, comm_, &slots_[slot]);

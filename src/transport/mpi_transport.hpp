@@ -22,8 +22,9 @@ class MpiTransport final : public Transport {
   MpiTransport(MPI_Comm comm, double timeout_s, const AbortSignal* abort = nullptr);
   // Pending requests are completed (errors swallowed) so no MPI request outlives
   // the buffers it points into, also when an algorithm throws; after a wait
-  // timed out (CONCORD_TRANSPORT_TIMEOUT_S) or was aborted they are freed
-  // instead, unfinished: the peer is presumed gone, or this rank is leaving.
+  // timed out (CONCORD_TRANSPORT_TIMEOUT_S) or was aborted, receives are
+  // cancelled (cancel_receive: no late message lands in their buffers) and
+  // sends freed, unfinished: the peer is presumed gone, or this rank is leaving.
   ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
@@ -37,7 +38,7 @@ class MpiTransport final : public Transport {
   void wait_all() override;
 
  private:
-  std::size_t take_slot(int peer);
+  std::size_t take_slot(int peer, bool receive);
   void check_count(std::size_t bytes) const;
   // Marks the transport abandoned (its destructor then frees, rather than waits
   // on, what is pending) and throws, naming `waiting_on`, ErrorCode::Timeout or
@@ -51,8 +52,9 @@ class MpiTransport final : public Transport {
   int size_ = 1;
   double timeout_s_ = 0;
   const AbortSignal* abort_ = nullptr;
-  std::vector<MPI_Request> slots_;  // MPI_REQUEST_NULL when free
-  std::vector<int> slot_peers_;     // the peer of each slot's request
+  std::vector<MPI_Request> slots_;   // MPI_REQUEST_NULL when free
+  std::vector<int> slot_peers_;      // the peer of each slot's request
+  std::vector<bool> slot_receives_;  // whether it is a receive (cancelled when abandoned)
   std::vector<std::size_t> free_slots_;
   bool abandoned_ = false;
 };
