@@ -129,7 +129,7 @@ def _coefficients(algorithm, p, n):
 
 # A reduction's cost where the fit could not separate it from the copies (gamma 0): one
 # core's float32 add over memory-sized buffers, 7.5 GB/s (memcpy roofline, RESULTS.md at
-# tag records-2026-11-27).
+# commit 5aa2ccf).
 GAMMA_FALLBACK = 1 / 7.5e9
 
 
@@ -140,7 +140,7 @@ def with_gamma(model):
         return model
     print(f"note: the fitted gamma is {model.get('gamma', 0):.2g} s/B, not separable; "
           f"using 1/{1 / GAMMA_FALLBACK / 1e9:.1f} GB/s "
-          "(one core's float32 add, RESULTS.md at tag records-2026-11-27)\n", file=sys.stderr)
+          "(one core's float32 add, RESULTS.md at commit 5aa2ccf)\n", file=sys.stderr)
     return dict(model, gamma=GAMMA_FALLBACK)
 
 
@@ -274,7 +274,7 @@ def spread_bytes(model, link_name):
     fitted one that carries at most half of what one rank's flow moves by itself
     (the fitted unlimited veth, "none"): such a link is already full with one flow,
     and more flows only compete for it (on TCP at 1 Gbit/s one leader was faster,
-    RESULTS.md at tag records-2026-11-27). Typical links are assumed fast enough to need
+    RESULTS.md at commit 5aa2ccf). Typical links are assumed fast enough to need
     every rank."""
     own, link = model["net"].get("none"), model["net"].get(link_name)
     if own and link and link["beta"] > 2 * own["beta"]:

@@ -340,10 +340,12 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "concord-bench: error: {}\n", e.what());
       abort_job(3);
     }
-    if (rank == 0) fmt::print(stderr, "concord-bench: error: {}\n", e.what());
+    // Every rank says why: an error raised on one rank only (an allocation, a
+    // device call) would be lost otherwise. concord's messages name the rank.
+    fmt::print(stderr, "concord-bench: error: {}\n", e.what());
     status = 2;
   } catch (const std::exception& e) {
-    if (rank == 0) fmt::print(stderr, "concord-bench: error: {}\n", e.what());
+    fmt::print(stderr, "concord-bench: rank {}: error: {}\n", rank, e.what());
     status = 2;
   }
   MPI_Finalize();

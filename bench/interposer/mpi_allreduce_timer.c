@@ -3,7 +3,7 @@
  * (bench/interposer/compare). It calls nothing but MPI.
  *
  * It times the loop exactly as `concord-bench allreduce` times one implementation
- * (bench/allreduce_bench.cpp), so that "interposed / concord-bench" compares the same
+ * (bench/allreduce/allreduce_bench.cpp), so that "interposed / concord-bench" compares the same
  * work and the difference is the interposer's own:
  * - buffers: 2 MiB-aligned, transparent huge pages asked for (madvise) from 2 MiB,
  *   zeroed before timing (first touch), as concord-bench's make_buffer. A plain

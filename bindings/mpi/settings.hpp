@@ -9,7 +9,7 @@
 namespace concord::mpi_interposer {
 
 // Below this many bytes the MPI the interposer was built against is as fast as
-// concord or faster on the dev VM (RESULTS.md at tag records-2026-11-27, "The interposer after its
+// concord or faster on the dev VM (RESULTS.md at commit 5aa2ccf, "The interposer after its
 // per-call cut"): Open MPI 4.1's allreduce takes 0.9-1.05 µs up to 256 B at 2
 // ranks, the interposed call 1.06-1.15 µs, and from 512 B the interposer is
 // 1.4-2.9x faster; MPICH 4.0 is slower than concord from 4 B up. (Open MPI's

@@ -40,7 +40,7 @@ struct AllreduceOptions {
   // waiting (docs/API.md, "Calls that fail instead of hanging"). Host buffers only
   // (InvalidArgument otherwise);
   // one message to every other rank, so meant for a node's ranks. 0: no exchange
-  // (CONCORD_CHECK_ARGS=1 still checks the arguments, without a deadline).
+  // (CONCORD_CHECK_ARGS=1 still checks the arguments, within CONCORD_TRANSPORT_TIMEOUT_S).
   double agreement_timeout_s = 0;
   // Names the call in those errors ("all_reduce #3 of group 'default'"); it must
   // outlive the call.

@@ -146,7 +146,7 @@ class Engine {
 
   // Stops the background thread after the current cycle; pending handles fail
   // with ErrorCode::Shutdown. Idempotent; safe when peers are already gone
-  // (gives up on them after a few seconds). Also safe from a completion
+  // (gives up on them after 10 s). Also safe from a completion
   // callback: there (on the engine's own threads) it requests the stop and
   // returns at once; a later shutdown() from another thread, or the destructor,
   // waits for the threads to end. Never destroy the engine from a callback.

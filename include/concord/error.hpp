@@ -13,7 +13,9 @@ enum class ErrorCode {
   Finalized = 4,        // called after MPI_Finalize
   Internal = 5,         // a broken invariant inside concord: please report it
   SystemError = 6,      // an operating-system call failed (e.g. shared memory); names the call
-  Shutdown = 7,         // the engine shut down before the operation completed
+  Shutdown = 7,         // the engine shut down (or was aborted) before the operation
+                        // completed, or this rank aborted the communicator
+                        // (Communicator::abort)
   Timeout = 8,          // a peer did not submit a tensor (CONCORD_STALL_TIMEOUT_S), or send
                         // a message or answer the engine's negotiation
                         // (CONCORD_TRANSPORT_TIMEOUT_S) in time

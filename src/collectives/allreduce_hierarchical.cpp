@@ -14,7 +14,7 @@
 // reduce-scatters piece k+1 and allgathers piece k-1, so only the first
 // piece's reduce-scatter and the last one's allgather are not hidden behind
 // the network (at 2 hosts x 2 ranks over 1 Gbit/s, the two phases took about
-// 10 ms of 90 at 8 MiB; RESULTS.md at tag records-2026-11-27, "Hierarchical: the node's phases
+// 10 ms of 90 at 8 MiB; RESULTS.md at commit 5aa2ccf, "Hierarchical: the node's phases
 // behind the network").
 #include "collectives/algorithms.hpp"
 #include "collectives/block_partition.hpp"

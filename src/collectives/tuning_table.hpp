@@ -28,7 +28,7 @@ struct SizeThresholds {
   // reads no more of the peer's memory than the rounds do (n bytes either way;
   // at p ranks (p-1)n against 2n(p-1)/p) and saves one synchronisation: at
   // 2-8 KiB the median MPICH / concord ratio rose by 15-40 % (noise between such
-  // runs: up to 15 %), at 16 KiB it did not rise (RESULTS.md at tag records-2026-11-27, "The direct
+  // runs: up to 15 %), at 16 KiB it did not rise (RESULTS.md at commit 5aa2ccf, "The direct
   // path at 2 ranks").
   std::size_t shm_pair_direct_bytes = 8 << 10;
   // The direct limit for a node of `node_ranks` ranks.
@@ -45,14 +45,14 @@ struct SizeThresholds {
   // The data one single-copy round moves: its bounce buffer is (p-1)/p of it,
   // which should stay in a core's L2 (at p = 2, 1 MiB rounds reached a median
   // 74 % of the roofline at 4 MiB where 4 MiB rounds reached 57 %:
-  // RESULTS.md at tag records-2026-11-27, "Single-copy round size"; more ranks not measured).
+  // RESULTS.md at commit 5aa2ccf, "Single-copy round size"; more ranks not measured).
   std::size_t shm_single_copy_round_bytes = 1 << 20;
   // Hierarchical host messages of at least this size cross the network from
   // every rank of a node at once, each with its shard; smaller ones from one
   // leader per node with the whole message. Spreading wins where one rank
   // cannot fill the link or reducing the whole message would tie up one core
   // (the default); a link that one flow already fills only gains competing
-  // flows: at 1 Gbit/s over TCP one leader was faster (RESULTS.md at tag records-2026-11-27,
+  // flows: at 1 Gbit/s over TCP one leader was faster (RESULTS.md at commit 5aa2ccf,
   // "Hierarchical: one leader or every rank across the link"), and the
   // cluster model's tuning file says so for such links.
   std::size_t hierarchical_spread_bytes = 0;
@@ -61,7 +61,7 @@ struct SizeThresholds {
   // calling thread does the node's rounds of the pieces around it; 0: one step.
   // At 2 ranks per node, small enough that a message of a few MiB has several
   // to overlap, large enough that each piece's network step costs little more
-  // than its bytes (measured at 2 hosts x 2 ranks, 1 Gbit/s: RESULTS.md at tag records-2026-11-27,
+  // than its bytes (measured at 2 hosts x 2 ranks, 1 Gbit/s: RESULTS.md at commit 5aa2ccf,
   // "Hierarchical: the node's phases behind the network"). With more ranks per
   // node a piece of the message is larger; the cluster model's tuning file
   // chooses the size for a cluster's links and ranks per node (docs/SCALING.md).

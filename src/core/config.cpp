@@ -70,7 +70,6 @@ void parse_engine_settings(const EnvLookup& lookup, Config& config) {
   if (auto v = lookup("CONCORD_TIMELINE")) config.timeline_path = *v;
 }
 
-// How Hierarchical crosses the network: from how many ranks of a node, in what pieces.
 // The device path's settings (docs/GPU.md, "Configuration").
 void parse_device_settings(const EnvLookup& lookup, Config& config) {
   if (auto v = lookup("CONCORD_POINTER_CACHE_ENTRIES"); v && !v->empty()) {
@@ -107,6 +106,7 @@ void parse_device_settings(const EnvLookup& lookup, Config& config) {
   if (auto v = lookup("CONCORD_NCCL_LIBRARY")) config.nccl_library = *v;
 }
 
+// How Hierarchical crosses the network: from how many ranks of a node, in what pieces.
 void parse_hierarchical_settings(const EnvLookup& lookup, Config& config) {
   if (auto v = lookup("CONCORD_HIERARCHICAL_SPREAD_BYTES"); v && !v->empty()) {
     config.hierarchical_spread_bytes =

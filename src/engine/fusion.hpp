@@ -24,7 +24,7 @@ struct Bucket {
 // a large one costs nothing and saves calls: 64 MiB. Across nodes each bucket
 // is packed, sent and unpacked: smaller buckets let packing, the network and
 // unpacking overlap, and messages of a few MiB stream faster over TCP than
-// larger ones (RESULTS.md at tag records-2026-11-27, "Fusion across 2 hosts"): 4 MiB.
+// larger ones (RESULTS.md at commit 5aa2ccf, "Fusion across 2 hosts"): 4 MiB.
 std::size_t default_fusion_threshold(int num_nodes);
 
 // Avg reduces as Sum; the division goes into the postscale.
@@ -36,7 +36,7 @@ ReduceOp effective_op(ReduceOp op);
 // µs over TCP, against 50-100 µs for copying 256 KiB twice (ResNet-50
 // across 2 hosts, unlimited link: the fused step 1.01-1.10x one flat allreduce
 // of the same bytes with every tensor packed, 0.88-1.04x with these alone;
-// RESULTS.md at tag records-2026-11-27, "Fusion: large tensors alone"). A host tensor of at least
+// RESULTS.md at commit 5aa2ccf, "Fusion: large tensors alone"). A host tensor of at least
 // this many bytes is reduced alone, where it lies, unless the options or
 // CONCORD_FUSION_IN_PLACE_BYTES say otherwise.
 inline constexpr std::size_t kDefaultFusionInPlaceBytes = std::size_t{256} << 10;

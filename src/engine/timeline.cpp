@@ -19,13 +19,13 @@ double micros(std::chrono::steady_clock::duration d) {
 
 Timeline::Timeline(const std::string& path, int rank)
     : rank_(rank), origin_(std::chrono::steady_clock::now()) {
-  file_ = std::fopen(path.c_str(), "w");
-  if (file_ == nullptr) {
+  file_.reset(std::fopen(path.c_str(), "w"));
+  if (!file_) {
     throw Error(ErrorCode::SystemError, rank,
                 fmt::format("CONCORD_TIMELINE: cannot open '{}' for writing: {}", path,
                             std::strerror(errno)));
   }
-  std::fputs("[\n", file_);
+  std::fputs("[\n", file_.get());
   write_event({{"name", "process_name"},
                {"ph", "M"},
                {"pid", rank_},
@@ -33,17 +33,15 @@ Timeline::Timeline(const std::string& path, int rank)
 }
 
 Timeline::~Timeline() {
-  if (file_ == nullptr) return;
-  std::fputs("\n]\n", file_);
-  std::fclose(file_);
+  if (file_) std::fputs("\n]\n", file_.get());
 }
 
 void Timeline::write_event(const nlohmann::json& event) {
   // Names are the user's bytes: invalid UTF-8 is replaced, never thrown on.
   const std::string text = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (!first_) std::fputs(",\n", file_);
+  if (!first_) std::fputs(",\n", file_.get());
   first_ = false;
-  std::fputs(text.c_str(), file_);
+  std::fputs(text.c_str(), file_.get());
 }
 
 int Timeline::track(const std::string& tensor) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -32,8 +33,13 @@ class Timeline {
   int track(const std::string& tensor);  // with mutex_ held
   void write_event(const nlohmann::json& event);
 
+  // Closes the file; the trace's closing bracket is written by ~Timeline first.
+  struct CloseFile {
+    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+  };
+
   std::mutex mutex_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<std::FILE, CloseFile> file_;
   int rank_;
   TimePoint origin_;
   bool first_ = true;

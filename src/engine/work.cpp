@@ -1,5 +1,8 @@
 #include "engine/work.hpp"
 
+#include <cstdio>
+#include <exception>
+
 #include <fmt/format.h>
 
 namespace concord::detail {
@@ -51,10 +54,17 @@ void Work::finish(std::optional<Error> failure) {
   cv.notify_all();
   if (done) {
     // The callback runs before the handle reports completion, so a waiter sees
-    // its effects; it must not throw across the engine thread.
+    // its effects; it must not throw across the engine thread. What it throws is
+    // reported (the callback's own work, a framework op's completion, may be lost
+    // with it) and the engine goes on.
     try {
       done(error ? &*error : nullptr);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "concord: engine: the completion callback of '%s' threw: %s\n",
+                   name.c_str(), e.what());
     } catch (...) {
+      std::fprintf(stderr, "concord: engine: the completion callback of '%s' threw\n",
+                   name.c_str());
     }
   }
   {

@@ -91,8 +91,13 @@ void bind_process(py::module_& m) {
   m.def("local_size", [] { return world().local_size(); });
   m.def("barrier", [] {
     py::gil_scoped_release release;
-    // Control only: no data moves through an MPI collective.
-    MPI_Barrier(world().mpi_comm());
+    // A one-element allreduce (no rank leaves before every rank came), so the
+    // barrier waits as every concord call does: at most CONCORD_TRANSPORT_TIMEOUT_S,
+    // ending on an abort, with concord.Error naming the ranks that did not come.
+    std::int32_t token = 0;
+    AllreduceOptions options;
+    options.device = Device::Cpu;
+    allreduce(&token, &token, 1, DataType::Int32, ReduceOp::Sum, world(), options);
   });
   m.def("shutdown", &shutdown_engine);
 }

@@ -169,40 +169,23 @@ class ConcordAllgatherOp : public tf::AsyncOpKernel {
     for (int d = 1; d < input.dims(); ++d) row_elements *= input.dim_size(d);
     OP_REQUIRES_ASYNC(ctx, row_elements > 0,
                       tf::errors::InvalidArgument("concord: allgather of empty rows"), done);
-    // The handle is needed in the callback; it is stored right after enqueue.
-    struct State {
-      std::atomic<bool> stored{false};
-      concord::Handle handle;
-    };
-    auto state = std::make_shared<State>();
     const tf::TensorShape shape = input.shape();
     const tf::Tensor input_copy = input;  // keeps the buffer alive
-    guarded(ctx, done, [&] {
-      state->handle = concord::default_engine().enqueue_allgather(
-          name_,
-          {const_cast<char*>(input_copy.tensor_data().data()), input_copy.TotalBytes(),
-           concord::DataType::UInt8},
-          row_elements, [ctx, done, state, shape, input_copy](const concord::Error* error) {
-            if (error != nullptr) {
-              ctx->SetStatus(to_status(*error));
-              done();
-              return;
-            }
-            while (!state->stored.load()) std::this_thread::yield();
-            const auto& dims = state->handle.first_dims();
-            const auto& bytes = state->handle.output();
-            tf::int64 rows = 0;
-            for (auto d : dims) rows += static_cast<tf::int64>(d);
-            tf::TensorShape out_shape = shape;
-            out_shape.set_dim(0, rows);
-            tf::Tensor* output = nullptr;
-            tf::Status s = ctx->allocate_output(0, out_shape, &output);
-            if (s.ok() && !bytes.empty()) std::memcpy(output->data(), bytes.data(), bytes.size());
-            if (!s.ok()) ctx->SetStatus(s);
-            done();
-          });
-      state->stored = true;
-    });
+    run_with_outputs(
+        ctx, done,
+        [this, input_copy, row_elements](concord::Completion completion) {
+          return concord::default_engine().enqueue_allgather(
+              name_,
+              {const_cast<char*>(input_copy.tensor_data().data()), input_copy.TotalBytes(),
+               concord::DataType::UInt8},
+              row_elements, std::move(completion));
+        },
+        // Holds input_copy until the engine is done with its buffer.
+        [ctx, shape, input_copy](const concord::Handle& h) {
+          std::size_t rows = 0;
+          for (auto d : h.first_dims()) rows += d;
+          return emit_rows(ctx, 0, shape, rows, h.output());
+        });
   }
 
  private:

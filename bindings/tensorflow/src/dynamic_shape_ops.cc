@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -20,60 +21,11 @@ using namespace concord_tf;
 
 namespace {
 
-using Emit = std::function<tf::Status(const concord::Handle&)>;
-using Enqueue = std::function<concord::Handle(concord::Completion)>;
-
-// Enqueues with a completion that, once the engine is done, hands the handle to
-// `emit` (which allocates and fills the outputs) and finishes the op.
-void run_with_outputs(tf::OpKernelContext* ctx, const tf::AsyncOpKernel::DoneCallback& done,
-                      const Enqueue& enqueue, Emit emit) {
-  struct State {
-    std::atomic<bool> stored{false};
-    concord::Handle handle;
-  };
-  auto state = std::make_shared<State>();
-  guarded(ctx, done, [&] {
-    state->handle = enqueue([ctx, done, state, emit](const concord::Error* error) {
-      if (error != nullptr) {
-        ctx->SetStatus(to_status(*error));
-        done();
-        return;
-      }
-      // The completion may run before enqueue() has returned the handle.
-      while (!state->stored.load()) std::this_thread::yield();
-      try {
-        tf::Status s = emit(state->handle);
-        if (!s.ok()) ctx->SetStatus(s);
-      } catch (const concord::Error& e) {
-        ctx->SetStatus(to_status(e));
-      } catch (const std::exception& e) {
-        ctx->SetStatus(tf::errors::Internal("concord: ", e.what()));
-      }
-      done();
-    });
-    state->stored = true;
-  });
-}
-
 // Elements per row of dimension 0 (the product of the other dimensions).
 std::size_t row_elements(const tf::Tensor& t) {
   std::size_t n = 1;
   for (int d = 1; d < t.dims(); ++d) n *= static_cast<std::size_t>(t.dim_size(d));
   return n;
-}
-
-// `shape` with `rows` as its first dimension, filled from `bytes`.
-tf::Status emit_rows(tf::OpKernelContext* ctx, int index, tf::TensorShape shape, std::size_t rows,
-                     const std::vector<std::byte>& bytes) {
-  shape.set_dim(0, static_cast<tf::int64>(rows));
-  tf::Tensor* out = nullptr;
-  TF_RETURN_IF_ERROR(ctx->allocate_output(index, shape, &out));
-  if (out->TotalBytes() != bytes.size()) {
-    return tf::errors::Internal("concord: the engine returned ", bytes.size(),
-                                " bytes for an output of ", out->TotalBytes());
-  }
-  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
-  return tf::Status();
 }
 
 tf::Status rows_unknown(tf::shape_inference::InferenceContext* c) {
@@ -148,7 +100,14 @@ class ConcordAlltoallOp : public tf::AsyncOpKernel {
           TF_RETURN_IF_ERROR(ctx->allocate_output(
               1, tf::TensorShape({static_cast<tf::int64>(dims.size())}), &received));
           auto r = received->flat<tf::int32>();
-          for (std::size_t i = 0; i < dims.size(); ++i) r(i) = static_cast<tf::int32>(dims[i]);
+          for (std::size_t i = 0; i < dims.size(); ++i) {
+            if (dims[i] > static_cast<std::size_t>(std::numeric_limits<tf::int32>::max())) {
+              return tf::errors::InvalidArgument("concord: alltoall: ", dims[i],
+                                                 " rows received from rank ", i,
+                                                 ": more than the int32 received_splits holds");
+            }
+            r(i) = static_cast<tf::int32>(dims[i]);
+          }
           return tf::Status();
         });
   }

@@ -1,14 +1,22 @@
-// What concord's TensorFlow ops share: dtype and error mapping, op names, and
-// the guard that keeps exceptions out of TensorFlow.
+// What concord's TensorFlow ops share: dtype and error mapping, op names, the
+// guard that keeps exceptions out of TensorFlow, and the completion of ops whose
+// outputs the engine's handle holds.
 #pragma once
 
 #include <concord/concord.hpp>
 
 #include "tensorflow/core/framework/op_kernel.h"
 
+#include <atomic>
+#include <cstddef>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 namespace tf = tensorflow;
 
@@ -78,6 +86,55 @@ inline concord::Completion finish(tf::OpKernelContext* ctx, tf::AsyncOpKernel::D
     if (error != nullptr) ctx->SetStatus(to_status(*error));
     done();
   };
+}
+
+using Emit = std::function<tf::Status(const concord::Handle&)>;
+using Enqueue = std::function<concord::Handle(concord::Completion)>;
+
+// Enqueues with a completion that, once the engine is done, hands the handle to
+// `emit` (which allocates and fills the outputs) and finishes the op.
+inline void run_with_outputs(tf::OpKernelContext* ctx, const tf::AsyncOpKernel::DoneCallback& done,
+                             const Enqueue& enqueue, Emit emit) {
+  struct State {
+    std::atomic<bool> stored{false};
+    concord::Handle handle;
+  };
+  auto state = std::make_shared<State>();
+  guarded(ctx, done, [&] {
+    state->handle = enqueue([ctx, done, state, emit](const concord::Error* error) {
+      if (error != nullptr) {
+        ctx->SetStatus(to_status(*error));
+        done();
+        return;
+      }
+      // The completion may run before enqueue() has returned the handle.
+      while (!state->stored.load()) std::this_thread::yield();
+      try {
+        tf::Status s = emit(state->handle);
+        if (!s.ok()) ctx->SetStatus(s);
+      } catch (const concord::Error& e) {
+        ctx->SetStatus(to_status(e));
+      } catch (const std::exception& e) {
+        ctx->SetStatus(tf::errors::Internal("concord: ", e.what()));
+      }
+      done();
+    });
+    state->stored = true;
+  });
+}
+
+// `shape` with `rows` as its first dimension, filled from `bytes`.
+inline tf::Status emit_rows(tf::OpKernelContext* ctx, int index, tf::TensorShape shape,
+                            std::size_t rows, const std::vector<std::byte>& bytes) {
+  shape.set_dim(0, static_cast<tf::int64>(rows));
+  tf::Tensor* out = nullptr;
+  TF_RETURN_IF_ERROR(ctx->allocate_output(index, shape, &out));
+  if (out->TotalBytes() != bytes.size()) {
+    return tf::errors::Internal("concord: the engine returned ", bytes.size(),
+                                " bytes for an output of ", out->TotalBytes());
+  }
+  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+  return tf::Status();
 }
 
 // Output 0 holding input 0's values, for in-place collectives: the input's own

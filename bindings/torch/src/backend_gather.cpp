@@ -36,6 +36,22 @@ void not_empty(const at::Tensor& t, const char* call) {
                     ": empty tensors are not supported (the tensor has shape ", t.sizes(), ")");
 }
 
+// all_to_all_single's split sizes of one side ("input" or "output"): one per rank
+// of a group of `ranks`, none negative, adding up to that side's `rows`.
+void check_split_sizes(const std::vector<int64_t>& splits, int ranks, int64_t rows,
+                       const char* side) {
+  TORCH_CHECK_VALUE(static_cast<int>(splits.size()) == ranks,
+                    "concord: all_to_all_single: ", splits.size(), " ", side,
+                    " split sizes for a group of ", ranks);
+  int64_t total = 0;
+  for (const int64_t n : splits) {
+    TORCH_CHECK_VALUE(n >= 0, "concord: all_to_all_single: a negative ", side, " split size");
+    total += n;
+  }
+  TORCH_CHECK_VALUE(total == rows, "concord: all_to_all_single: the ", side,
+                    " split sizes add up to ", total, ", the ", side, " has ", rows, " rows");
+}
+
 }  // namespace
 
 Step ConcordBackend::allgather_step(at::Tensor input,
@@ -244,17 +260,17 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::alltoall_base(
                     input.sizes(), ") are not supported");
   std::vector<std::size_t> send_rows;
   if (!input_split_sizes.empty()) {
-    TORCH_CHECK_VALUE(static_cast<int>(input_split_sizes.size()) == size_,
-                      "concord: all_to_all_single: ", input_split_sizes.size(),
-                      " input split sizes for a group of ", size_);
-    int64_t total = 0;
-    for (const int64_t n : input_split_sizes) {
-      TORCH_CHECK_VALUE(n >= 0, "concord: all_to_all_single: a negative input split size");
-      send_rows.push_back(static_cast<std::size_t>(n));
-      total += n;
-    }
-    TORCH_CHECK_VALUE(total == rows, "concord: all_to_all_single: the input split sizes add up to ",
-                      total, ", the input has ", rows, " rows");
+    check_split_sizes(input_split_sizes, size_, rows, "input");
+    send_rows.assign(input_split_sizes.begin(), input_split_sizes.end());
+  }
+  // What this rank can check of the output before any data moves (what the peers
+  // send is checked on arrival): the input's rows, split as given.
+  const std::size_t output_bytes = bytes_of(output);
+  TORCH_CHECK_VALUE(output_bytes % row_bytes == 0, "concord: all_to_all_single: the output (shape ",
+                    output.sizes(), ") is not made of the input's rows of ", row_bytes, " bytes");
+  if (!output_split_sizes.empty()) {
+    check_split_sizes(output_split_sizes, size_, static_cast<int64_t>(output_bytes / row_bytes),
+                      "output");
   }
   const Staged in = stage(input);
   const concord::TensorView view = byte_view(in.dense);

@@ -13,8 +13,7 @@
 
 #include <concord/allreduce.hpp>
 
-#include <mpi.h>
-
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -51,14 +50,15 @@ int direct_setting() {
 // rank alone without the direct communicator would hang the others' set-up).
 bool direct_path_requested(const concord::Communicator& group) {
   const int mine = direct_setting();
-  const int in[2] = {mine, -mine};
-  int out[2] = {0, 0};
-  if (MPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, group.mpi_comm()) != MPI_SUCCESS) {
-    throw concord::Error(concord::ErrorCode::MpiError, group.rank(),
-                         "MPI_Allreduce failed agreeing on CONCORD_TORCH_DIRECT");
-  }
-  const int lowest = out[0];
-  const int highest = -out[1];
+  std::int32_t least[2] = {mine, -mine};  // the least value, and minus the greatest
+  // concord's allreduce, not a blocking MPI_Allreduce: a rank that never comes
+  // fails the others at CONCORD_TRANSPORT_TIMEOUT_S, naming it, and an abort ends it.
+  concord::AllreduceOptions options;
+  options.device = concord::Device::Cpu;
+  concord::allreduce(least, least, 2, concord::DataType::Int32, concord::ReduceOp::Min, group,
+                     options);
+  const int lowest = least[0];
+  const int highest = -least[1];
   if (lowest == -1 || highest != lowest) {
     throw concord::Error(
         concord::ErrorCode::InvalidArgument, group.rank(),

@@ -6,7 +6,7 @@
 // traffic for kernel work: single copy moves about a fifth less data through
 // the caches but pins the peers' pages on every read. Which wins depends on the
 // machine more than on the size; on the development VM the ranking flipped
-// from one hour to the next (RESULTS.md at tag records-2026-11-27, "Measured path choice"). So from
+// from one hour to the next (RESULTS.md at commit 5aa2ccf, "Measured path choice"). So from
 // shm_single_copy_bytes on, each power-of-two size class is timed:
 //   - its first kSamplesPerPath messages take single copy, the next as many
 //     the copied rounds (runs of each, not alternating: alternating left the

@@ -1,0 +1,104 @@
+"""The "concord" torch.distributed backend's errors: bad arguments get an error
+naming what was wrong, on every rank alike where every rank passes them, and the
+group goes on working after; and how the backend refuses a launcher it cannot
+serve (torchrun)."""
+import pytest
+import torch
+import torch.distributed as dist
+
+
+def test_unsupported_call_names_itself(group):
+    with pytest.raises(NotImplementedError, match="concord: reduce is not supported"):
+        dist.reduce(torch.ones(3), dst=0)
+
+
+def test_bool_allreduce_is_a_type_error(group):
+    with pytest.raises(TypeError, match="cannot reduce tensors of dtype Bool"):
+        dist.all_reduce(torch.ones(3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["engine", "direct"])
+def test_counts_that_differ_fail_on_every_rank(make_group, direct):
+    if dist.get_world_size() == 1:
+        pytest.skip("needs two ranks")
+    g = None if direct else make_group(direct=False)
+    t = torch.ones(10 + dist.get_rank())
+    # The direct path's checked exchange words it one way, the engine another.
+    match = "ranks disagree: rank 1 passed count=11" if direct else "ranks submitted it differently"
+    with pytest.raises(ValueError, match=match):
+        dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.ones(10 + dist.get_rank()))  # nothing moved
+    # The group goes on working afterwards.
+    t = torch.ones(4)
+    dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.full((4,), float(dist.get_world_size())))
+    if g is not None:
+        dist.destroy_process_group(g)
+
+
+def test_all_to_all_single_output_is_checked_before_any_data_moves(group):
+    size = dist.get_world_size()
+    inp = torch.ones(size * 2, 3)
+    out = torch.empty(size * 2, 3)
+    # Every rank passes the same bad output, so every rank raises before the exchange.
+    with pytest.raises(ValueError, match=f"{size + 1} output split sizes for a group of {size}"):
+        dist.all_to_all_single(out, inp, output_split_sizes=[2] * (size + 1))
+    with pytest.raises(ValueError, match="a negative output split size"):
+        dist.all_to_all_single(out, inp, output_split_sizes=[-1] + [2] * (size - 1))
+    with pytest.raises(ValueError, match=f"output split sizes add up to {size}, the output has "
+                                         f"{size * 2} rows"):
+        dist.all_to_all_single(out, inp, output_split_sizes=[1] * size)
+    with pytest.raises(ValueError, match="is not made of the input's rows of 12 bytes"):
+        dist.all_to_all_single(torch.empty(size * 6 + 1), inp)
+    # The group goes on: rank r's rows j*2, j*2+1 go to rank j.
+    inp = torch.full((size * 2, 3), float(dist.get_rank()))
+    dist.all_to_all_single(out, inp, output_split_sizes=[2] * size, input_split_sizes=[2] * size)
+    assert torch.equal(out, torch.cat([torch.full((2, 3), float(j)) for j in range(size)]))
+
+
+def test_empty_tensors_in_gathers_are_a_clear_error(group):
+    with pytest.raises(ValueError, match="all_gather|empty tensors"):
+        dist.all_gather_into_tensor(torch.empty(0), torch.empty(0))
+
+
+def test_torchrun_is_refused_with_what_to_do(group):
+    import os
+    import subprocess
+    import sys
+
+    if dist.get_rank() != 0:
+        return
+    # As torchrun starts a process: its variables, none of an MPI launcher's.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDI_", "MPI_LOCALRANKID"))}
+    env.update(TORCHELASTIC_RUN_ID="job", RANK="0", WORLD_SIZE="2")
+    p = subprocess.run([sys.executable, "-c", "import concord.torch"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "started by torchrun" in p.stderr and "concordrun -np N" in p.stderr
+
+
+def test_torchrun_variables_come_from_mpi(group):
+    import os
+
+    assert int(os.environ["RANK"]) == dist.get_rank()
+    assert int(os.environ["WORLD_SIZE"]) == dist.get_world_size()
+    assert 0 <= int(os.environ["LOCAL_RANK"]) < int(os.environ["LOCAL_WORLD_SIZE"])
+    assert os.environ["MASTER_ADDR"] and int(os.environ["MASTER_PORT"]) > 0
+
+
+def test_a_direct_setting_that_differs_between_ranks_fails_on_every_rank(group):
+    import os
+
+    if dist.get_world_size() == 1:
+        pytest.skip("needs two ranks")
+    if dist.get_rank() == 0:
+        os.environ["CONCORD_TORCH_DIRECT"] = "0"
+    try:
+        with pytest.raises(Exception, match="CONCORD_TORCH_DIRECT is 0 on some ranks"):
+            dist.new_group(backend="concord")
+    finally:
+        os.environ.pop("CONCORD_TORCH_DIRECT", None)
+    t = torch.ones(2)
+    dist.all_reduce(t)  # the default group is unharmed
+    assert torch.equal(t, torch.full((2,), float(dist.get_world_size())))
