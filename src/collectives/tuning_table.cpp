@@ -40,7 +40,10 @@ void parse_thresholds(const nlohmann::json& json, const std::string& origin, Siz
       {"cuda_peer_blocks", &out.cuda_peer_blocks},
       {"cuda_peer_direct_bytes", &out.cuda_peer_direct_bytes},
       {"cuda_unshared_staging_bytes", &out.cuda_unshared_staging_bytes},
-      {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes}};
+      {"nccl_recursive_doubling_bytes", &out.nccl_recursive_doubling_bytes},
+      {"fusion_bytes_one_node", &out.fusion_bytes_one_node},
+      {"fusion_bytes_across_nodes", &out.fusion_bytes_across_nodes},
+      {"fusion_in_place_bytes", &out.fusion_in_place_bytes}};
   for (const auto& [key, value] : json.items()) {
     bool known = false;
     for (const auto& [name, field] : fields) {

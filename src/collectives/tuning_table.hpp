@@ -91,6 +91,25 @@ struct SizeThresholds {
   // Device shards up to this size cross nodes over NCCL by recursive doubling,
   // larger ones by reduce-scatter + allgather.
   std::size_t nccl_recursive_doubling_bytes = 64 * 1024;
+  // The engine's largest fusion bucket where neither EngineOptions nor
+  // CONCORD_FUSION_THRESHOLD set one. Within one node a bucket is reduced in
+  // place through shared memory, so a large one costs nothing and saves calls:
+  // 64 MiB. Across nodes each bucket is packed, sent and unpacked: smaller
+  // buckets let packing, the network and unpacking overlap, and messages of a few
+  // MiB stream faster over TCP than larger ones (RESULTS.md at commit 5aa2ccf,
+  // "Fusion across 2 hosts"): 4 MiB.
+  std::size_t fusion_bytes_one_node = std::size_t{64} << 20;
+  std::size_t fusion_bytes_across_nodes = std::size_t{4} << 20;
+  // Where buckets are packed (across nodes, flat algorithms), each byte of a
+  // fused tensor is copied into the buffer and out again. Alone, a tensor costs
+  // one more collective's fixed latency instead: a few us on InfiniBand, tens of
+  // us over TCP, against 50-100 us for copying 256 KiB twice (ResNet-50 across 2
+  // hosts, unlimited link: the fused step 1.01-1.10x one flat allreduce of the
+  // same bytes with every tensor packed, 0.88-1.04x with these alone; RESULTS.md
+  // at commit 5aa2ccf, "Fusion: large tensors alone"). A host tensor of at least
+  // this many bytes is reduced alone, where it lies, unless EngineOptions or
+  // CONCORD_FUSION_IN_PLACE_BYTES say otherwise; 0: every tensor may be packed.
+  std::size_t fusion_in_place_bytes = std::size_t{256} << 10;
 };
 
 class TuningTable {

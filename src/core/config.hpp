@@ -86,12 +86,13 @@ struct Config {
   std::optional<std::size_t> shm_stream_bytes;
 
   // The engine (docs/ENGINE.md). CONCORD_FUSION_THRESHOLD: largest fusion
-  // bucket in bytes (0: no fusion). Unset: default_fusion_threshold() in
-  // engine/fusion.hpp, by whether the ranks span nodes.
+  // bucket in bytes (0: no fusion). Unset: the tuning table's
+  // fusion_bytes_one_node or fusion_bytes_across_nodes, by whether the ranks
+  // span nodes (default_fusion_threshold in engine/fusion.hpp).
   std::optional<std::size_t> fusion_threshold;
   // CONCORD_FUSION_IN_PLACE_BYTES: where buckets are packed, host tensors of at
-  // least this size are reduced alone, where they lie (0: never). Unset:
-  // kDefaultFusionInPlaceBytes in engine/fusion.hpp.
+  // least this size are reduced alone, where they lie (0: never). Unset: the
+  // tuning table's fusion_in_place_bytes.
   std::optional<std::size_t> fusion_in_place_bytes;
   // CONCORD_CYCLE_TIME_MS: how long a negotiation cycle lasts at least.
   double cycle_time_ms = 1.0;

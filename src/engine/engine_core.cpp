@@ -76,7 +76,7 @@ EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
       fusion_threshold_(options.fusion_threshold.value_or(
           config().fusion_threshold.value_or(default_fusion_threshold(comm.num_nodes())))),
       fusion_in_place_bytes_(in_place_limit(options.fusion_in_place_bytes.value_or(
-          config().fusion_in_place_bytes.value_or(kDefaultFusionInPlaceBytes)))),
+          config().fusion_in_place_bytes.value_or(default_fusion_in_place_bytes())))),
       cycle_time_ms_(checked_cycle_time_ms(options.cycle_time_ms.value_or(config().cycle_time_ms),
                                            comm.rank())),
       stall_{options.stall_warning_s.value_or(config().stall_warning_s),

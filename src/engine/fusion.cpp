@@ -1,5 +1,6 @@
 #include "engine/fusion.hpp"
 
+#include "collectives/tuning_table.hpp"
 #include "reduce/reduce_kernels.hpp"
 
 #include <cstring>
@@ -8,7 +9,12 @@
 namespace concord::detail {
 
 std::size_t default_fusion_threshold(int num_nodes) {
-  return num_nodes > 1 ? std::size_t{4} << 20 : std::size_t{64} << 20;
+  const SizeThresholds& t = active_tuning_table().thresholds();
+  return num_nodes > 1 ? t.fusion_bytes_across_nodes : t.fusion_bytes_one_node;
+}
+
+std::size_t default_fusion_in_place_bytes() {
+  return active_tuning_table().thresholds().fusion_in_place_bytes;
 }
 
 ReduceOp effective_op(ReduceOp op) {

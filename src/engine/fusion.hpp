@@ -20,26 +20,17 @@ struct Bucket {
 };
 
 // The largest bucket where neither the options nor CONCORD_FUSION_THRESHOLD set
-// one. Within one node a bucket is reduced in place through shared memory, so
-// a large one costs nothing and saves calls: 64 MiB. Across nodes each bucket
-// is packed, sent and unpacked: smaller buckets let packing, the network and
-// unpacking overlap, and messages of a few MiB stream faster over TCP than
-// larger ones (RESULTS.md at commit 5aa2ccf, "Fusion across 2 hosts"): 4 MiB.
+// one: the tuning table's fusion_bytes_one_node or fusion_bytes_across_nodes
+// (collectives/tuning_table.hpp says why they are what they are).
 std::size_t default_fusion_threshold(int num_nodes);
 
 // Avg reduces as Sum; the division goes into the postscale.
 ReduceOp effective_op(ReduceOp op);
 
-// Where buckets are packed (across nodes, flat algorithms), each byte of a
-// fused tensor is copied into the buffer and out again. Alone, a tensor costs
-// one more collective's fixed latency instead: a few µs on InfiniBand, tens of
-// µs over TCP, against 50-100 µs for copying 256 KiB twice (ResNet-50
-// across 2 hosts, unlimited link: the fused step 1.01-1.10x one flat allreduce
-// of the same bytes with every tensor packed, 0.88-1.04x with these alone;
-// RESULTS.md at commit 5aa2ccf, "Fusion: large tensors alone"). A host tensor of at least
-// this many bytes is reduced alone, where it lies, unless the options or
-// CONCORD_FUSION_IN_PLACE_BYTES say otherwise.
-inline constexpr std::size_t kDefaultFusionInPlaceBytes = std::size_t{256} << 10;
+// Where buckets are packed, the size from which a host tensor is reduced alone
+// where neither the options nor CONCORD_FUSION_IN_PLACE_BYTES set one: the tuning
+// table's fusion_in_place_bytes.
+std::size_t default_fusion_in_place_bytes();
 
 // Splits `ready` (allreduces only, in the global order) into buckets. A bucket
 // closes when the next tensor has another dtype, op or device, or would pass

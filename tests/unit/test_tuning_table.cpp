@@ -112,6 +112,18 @@ TEST_CASE("size thresholds come from the table, built-in values otherwise", "[tu
   CHECK(peer.thresholds().cuda_peer_blocks == 128);
   CHECK(peer.thresholds().cuda_unshared_staging_bytes == 0);
   CHECK(peer.thresholds().cuda_peer_direct_bytes == 65536);
+  // The engine's fusion limits (64 MiB in a node, 4 MiB across nodes, 256 KiB alone).
+  CHECK(built_in.fusion_bytes_one_node == std::size_t{64} << 20);
+  CHECK(built_in.fusion_bytes_across_nodes == std::size_t{4} << 20);
+  CHECK(built_in.fusion_in_place_bytes == std::size_t{256} << 10);
+  const auto fusion = concord::detail::TuningTable::parse(
+      R"({"thresholds": {"fusion_bytes_one_node": 1024, "fusion_bytes_across_nodes": 512,
+                         "fusion_in_place_bytes": 0},
+          "rules": [{"max_ranks": null, "algorithms": [{"max_bytes": null, "algorithm": "ring"}]}]})",
+      "test");
+  CHECK(fusion.thresholds().fusion_bytes_one_node == 1024);
+  CHECK(fusion.thresholds().fusion_bytes_across_nodes == 512);
+  CHECK(fusion.thresholds().fusion_in_place_bytes == 0);
   // The flags hold 128 blocks: a kernel with more would meet in slots that do not exist.
   for (const char* blocks : {"0", "129"}) {
     INFO(blocks);
