@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -92,16 +93,17 @@ const Communicator* look_up_or_make(MPI_Comm comm) {
     check(PMPI_Comm_set_attr(comm, key, &intercommunicator_marker), "MPI_Comm_set_attr");
     return nullptr;
   }
-  auto* entry = new Entry{Communicator(comm)};
+  // Owned here until the attribute holds it (delete_entry frees it from then on).
+  auto entry = std::make_unique<Entry>(Entry{Communicator(comm)});
   {
     std::lock_guard lock(registry_mutex);
-    registry().emplace(entry, comm);
+    registry().emplace(entry.get(), comm);
   }
-  if (PMPI_Comm_set_attr(comm, key, entry) != MPI_SUCCESS) {
-    delete_entry(comm, key, entry, nullptr);
+  if (PMPI_Comm_set_attr(comm, key, entry.get()) != MPI_SUCCESS) {
+    delete_entry(comm, key, entry.release(), nullptr);
     check(MPI_ERR_OTHER, "MPI_Comm_set_attr");
   }
-  return &entry->communicator;
+  return &entry.release()->communicator;
 }
 
 }  // namespace

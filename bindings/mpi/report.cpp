@@ -63,8 +63,10 @@ void announce_once() noexcept {
   (void)announced;
 }
 
-void summarize() noexcept {
-  if (!settings().verbose || !world_rank_zero()) return;
+namespace {
+
+// What summarize() prints: the calls taken, and those passed on by reason.
+void print_summary() {
   std::string reasons;
   unsigned long long total_passed = 0;
   for (std::size_t i = 0; i < passed.size(); ++i) {
@@ -80,6 +82,17 @@ void summarize() noexcept {
       "concord_mpi: rank 0: MPI_Allreduce taken by concord: %llu, passed to MPI: %llu%s%s%s\n",
       taken.load(), total_passed, reasons.empty() ? "" : " (", reasons.c_str(),
       reasons.empty() ? "" : ")");
+}
+
+}  // namespace
+
+void summarize() noexcept {
+  if (!settings().verbose || !world_rank_zero()) return;
+  try {
+    print_summary();
+  } catch (...) {  // no memory for the line: the counts are lost, not the process
+    std::fputs("concord_mpi: rank 0: cannot print the interposer's summary\n", stderr);
+  }
 }
 
 namespace {
@@ -112,10 +125,15 @@ int raise_error(MPI_Comm comm, int error_class, const char* message) noexcept {
   int code = error_class;
   {
     std::lock_guard lock(mutex);
-    auto it = codes.find(error_class);
-    if (it == codes.end()) it = codes.emplace(error_class, added_code(error_class)).first;
-    if (it->second) {
-      code = *it->second;
+    std::optional<int> added;
+    try {
+      auto it = codes.find(error_class);
+      if (it == codes.end()) it = codes.emplace(error_class, added_code(error_class)).first;
+      added = it->second;
+    } catch (...) {  // no memory for the table: the class itself, the message to stderr
+    }
+    if (added) {
+      code = *added;
       char text[MPI_MAX_ERROR_STRING];
       std::snprintf(text, sizeof text, "%s", message);
       PMPI_Add_error_string(code, text);

@@ -1,6 +1,7 @@
 #include "settings.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -11,9 +12,7 @@ std::string invalid(const char* name, std::string_view value, const char* expect
   return std::string(name) + "='" + std::string(value) + "' is invalid: expected " + expected;
 }
 
-}  // namespace
-
-Settings parse_settings() {
+Settings parse() {
   Settings s;
   if (const char* v = std::getenv("CONCORD_MPI_INTERPOSE")) {
     const std::string_view value(v);
@@ -45,6 +44,22 @@ Settings parse_settings() {
   }
   if (!s.error.empty()) s.enabled = false;
   return s;
+}
+
+}  // namespace
+
+Settings parse_settings() noexcept {
+  try {
+    return parse();
+  } catch (...) {
+    std::fputs(
+        "concord_mpi: cannot read the CONCORD_MPI_INTERPOSE* settings (out of memory); "
+        "every MPI_Allreduce goes to MPI\n",
+        stderr);
+    Settings off;
+    off.enabled = false;
+    return off;
+  }
 }
 
 }  // namespace concord::mpi_interposer

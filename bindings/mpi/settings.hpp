@@ -34,11 +34,13 @@ struct Settings {
   std::string error;
 };
 
-// Reads the environment; settings() calls it once.
-Settings parse_settings();
+// Reads the environment; settings() calls it once. Never throws (it is read from
+// the interposer's noexcept entry points): where its messages cannot be
+// allocated, the interposer is off and says so.
+Settings parse_settings() noexcept;
 
 // Parsed on first use; thread-safe. Inline: read on every MPI_Allreduce.
-inline const Settings& settings() {
+inline const Settings& settings() noexcept {
   static const Settings parsed = parse_settings();
   return parsed;
 }
