@@ -73,6 +73,15 @@ std::string failure_of(Handle& handle) {
   return "";
 }
 
+// Whether a case can run: on two ranks or more, without a sanitizer.
+bool runs_here(const Communicator& comm) {
+  if (kSanitized) {
+    WARN("skipped under a sanitizer (its allocator does not fail at RLIMIT_AS)");
+    return false;
+  }
+  return comm.size() >= 2;
+}
+
 EngineOptions packed_options() {
   EngineOptions options;
   options.cycle_time_ms = 0.5;
@@ -86,12 +95,8 @@ EngineOptions packed_options() {
 
 TEST_CASE("a fusion buffer one rank cannot allocate stops the engine on every rank at once",
           "[.][engine_failure][fusion_buffer]") {
-  if (kSanitized) {
-    WARN("skipped under a sanitizer (its allocator does not fail at RLIMIT_AS)");
-    return;
-  }
   Communicator comm = Communicator::world();
-  if (comm.size() < 2) return;
+  if (!runs_here(comm)) return;
   const bool limited = comm.rank() == comm.size() - 1;
   Engine engine(comm, packed_options());
   // A small fused bucket first, so the engine's threads and buffers exist.
@@ -148,12 +153,8 @@ TEST_CASE("a fusion buffer one rank cannot allocate stops the engine on every ra
 
 TEST_CASE("a rank that skipped an allgather's exchange fails its engine's later collectives",
           "[.][engine_failure][out_of_step]") {
-  if (kSanitized) {
-    WARN("skipped under a sanitizer (its allocator does not fail at RLIMIT_AS)");
-    return;
-  }
   Communicator comm = Communicator::world();
-  if (comm.size() < 2) return;
+  if (!runs_here(comm)) return;
   const bool limited = comm.rank() == comm.size() - 1;
   // Cycles of 0.5 s: a negotiation allows a peer one cycle beyond the transport's
   // deadline, and the peers come to the next one only once their allgather's
