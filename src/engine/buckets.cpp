@@ -110,19 +110,21 @@ class EngineCore::PackedPipeline {
   //     ranks agree that every one has it; if one has not, every rank throws and
   //     the engines stop.
   void size_buffers() {
-    std::optional<Error> failed;
+    // Where this rank's allocation failed; its message is made after the
+    // agreement, so that nothing (a message's own allocation) keeps it from it.
+    std::exception_ptr failed;
+    const Bucket* failed_bucket = nullptr;
     bool grew = false;
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
       const Bucket& b = buckets_[k];
       std::vector<std::byte>& buffer = core_.buffers_[k % 2];
       const std::size_t bytes = b.count * size_of(b.dtype);
       if (single(b) || buffer.size() >= bytes) continue;
-      const std::string what =
-          fmt::format("Engine: fusion buffer of {} bytes for {} tensors", bytes, b.works.size());
       if (bytes > buffer.max_size()) {
-        errors_[k] = Error(ErrorCode::SystemError, core_.data_.rank(),
-                           what + ": cannot allocate memory (more than a buffer can hold)");
         no_buffer_[k] = 1;
+        errors_[k] =
+            Error(ErrorCode::SystemError, core_.data_.rank(),
+                  buffer_name(b) + ": cannot allocate memory (more than a buffer can hold)");
         continue;
       }
       grew = true;
@@ -130,21 +132,33 @@ class EngineCore::PackedPipeline {
       try {
         buffer.resize(bytes);
       } catch (...) {
-        failed = to_error(std::current_exception(), core_.data_.rank(), what);
+        failed = std::current_exception();
+        failed_bucket = &b;
       }
     }
-    if (grew) agree_on_buffers(failed);
+    if (!grew) return;
+    agree_on_buffers(failed == nullptr);
+    if (failed) throw to_error(failed, core_.data_.rank(), buffer_name(*failed_bucket));
   }
 
-  // Collective over the engine's communicator, for size_buffers.
-  void agree_on_buffers(const std::optional<Error>& failed) {
+  static std::string buffer_name(const Bucket& b) {
+    return fmt::format("Engine: fusion buffer of {} bytes for {} tensors",
+                       b.count * size_of(b.dtype), b.works.size());
+  }
+
+  // Collective over the engine's control communicator, for size_buffers: throws
+  // where another rank has not its buffers (this rank's own failure is thrown by
+  // size_buffers).
+  void agree_on_buffers(bool mine) {
     const int rank = core_.data_.rank();
     const SetupWait wait{"the engine's agreement on its fusion buffers",
                          &core_.data_.state().abort_signal,
                          "the engine stops, and the ranks' collectives are out of step"};
-    const bool everywhere = all_ranks_ok(core_.data_.mpi_comm(), !failed, rank, wait);
-    if (failed) throw *failed;
-    if (!everywhere) {
+    // On the control communicator: its collectives are the negotiator's, which
+    // every rank runs in the same order, all done by now. The data communicator's
+    // may differ where it failed on some ranks only (they skip its collectives).
+    const bool everywhere = all_ranks_ok(core_.control_.mpi_comm(), mine, rank, wait);
+    if (mine && !everywhere) {
       throw Error(ErrorCode::SystemError, rank,
                   "Engine: another rank could not allocate a fusion buffer for this cycle's "
                   "buckets (its error names the size); the engine stops on every rank");
@@ -198,11 +212,12 @@ class EngineCore::PackedPipeline {
       try {
         dispatch_allreduce("allreduce", buf, buf, b.count, b.dtype, b.op, core_.data_, options_);
       } catch (...) {
-        if (!error) {
-          error = to_error(std::current_exception(), core_.data_.rank(),
-                           fmt::format("Engine: allreduce of a bucket of {} tensors, {} bytes",
-                                       b.works.size(), b.count * size_of(b.dtype)));
-        }
+        const Error failed =
+            to_error(std::current_exception(), core_.data_.rank(),
+                     fmt::format("Engine: allreduce of a bucket of {} tensors, {} bytes",
+                                 b.works.size(), b.count * size_of(b.dtype)));
+        core_.fail_if_out_of_step(failed);
+        if (!error) error = failed;
       }
     }
     const auto end = Clock::now();
@@ -259,6 +274,7 @@ void EngineCore::reduce_bucket(const Bucket& b, Clock::time_point agreed, const 
     reduce();
   } catch (...) {
     error = to_error(std::current_exception(), data_.rank(), "Engine: " + describe_bucket(b, how));
+    fail_if_out_of_step(*error);  // a device fusion buffer one rank could not have, say
   }
   complete_bucket(b, how, BucketPhases{agreed, {begin, Clock::now()}, {}, {}}, error);
 }

@@ -73,7 +73,7 @@ void EngineCore::run_alltoall(Work& w) {
   constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
   const std::size_t esize = size_of(w.sig.dtype);
   const auto too_large = [&] {
-    return AgreedFailure(
+    return Error(
         ErrorCode::InvalidArgument, data_.rank(),
         fmt::format("Engine: tensor '{}': the rows some rank receives overflow in bytes", w.name));
   };
@@ -157,9 +157,8 @@ void EngineCore::run_allgather(Work& w) {
   // Sizes from every rank's rows: the same on every rank, and so is a failure.
   constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
   auto too_large = [&] {
-    return AgreedFailure(
-        ErrorCode::InvalidArgument, data_.rank(),
-        fmt::format("Engine: tensor '{}': the gathered size in bytes overflows", w.name));
+    return Error(ErrorCode::InvalidArgument, data_.rank(),
+                 fmt::format("Engine: tensor '{}': the gathered size in bytes overflows", w.name));
   };
   const std::size_t esize = size_of(w.sig.dtype);
   if (w.sig.count > kMax / esize) throw too_large();

@@ -316,6 +316,15 @@ void EngineCore::wait_for_next_cycle(Clock::time_point met, Clock::duration cycl
   wake_.wait_until(lock, met + ticks * cycle, woken);
 }
 
+void EngineCore::fail_if_out_of_step(const Error& error) {
+  // This rank may have skipped a collective its peers run (an allocation or a
+  // device copy failed between two of them), and its later collectives would then
+  // meet their messages out of order. The engine's communicator fails (the first
+  // reason stays): every later collective of this engine fails at once here, and
+  // the peers' at their deadline or their own failure.
+  if (may_leave_ranks_out_of_step(error)) fail_communicator(data_, error);
+}
+
 void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,
                          Clock::time_point agreed) {
   if (timeline_) {
@@ -334,18 +343,10 @@ void EngineCore::execute(const std::vector<std::shared_ptr<Work>>& ready,
     const auto begin = Clock::now();
     try {
       run_one(*w);
-    } catch (const AgreedFailure& failure) {
-      complete(w, failure);
-      continue;
     } catch (...) {
       const Error error = to_error(std::current_exception(), data_.rank(),
                                    fmt::format("Engine: tensor '{}'", w->name));
-      // This rank may have skipped a collective its peers run (an allocation or
-      // a device copy failed between two of them), and its later collectives
-      // would then meet their messages out of order. The engine's communicator
-      // fails (the first reason stays): every later collective of this engine
-      // fails at once here, and the peers' at their deadline or their own failure.
-      fail_communicator(data_, error);
+      fail_if_out_of_step(error);
       complete(w, error);
       continue;
     }

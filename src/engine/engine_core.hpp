@@ -25,14 +25,13 @@
 
 namespace concord::detail {
 
-// A collective's failure that every rank meets alike, computed from values they
-// all hold (a gathered size that overflows): the ranks stay in step, and the
-// engine's communicator stays usable. Any other failure of a collective may
-// leave this rank out of step with its peers (EngineCore::execute).
-class AgreedFailure : public Error {
- public:
-  using Error::Error;
-};
+// Whether a collective's failure may have left this rank out of step with its
+// peers: false for argument errors (InvalidArgument, Mismatch), which every rank
+// meets alike because the ranks agreed on the collective's signature, or computes
+// alike from values they all hold (a gathered size that overflows); true for any
+// other (an allocation, a device copy or an MPI call that failed on this rank),
+// after which the engine's communicator fails (EngineCore::fail_if_out_of_step).
+bool may_leave_ranks_out_of_step(const Error& error);
 
 // The error an operation fails with when the exception `e` escaped it: a
 // concord::Error as it is; an allocation that failed (std::bad_alloc, or
@@ -83,6 +82,9 @@ class EngineCore {
   // timeouts that ride on them (seconds), long beside the cost of one cycle.
   static constexpr std::chrono::milliseconds kIdleCycle{20};
   void execute(const std::vector<std::shared_ptr<Work>>& ready, Clock::time_point agreed);
+  // Fails the data communicator where `error` may have left this rank out of step
+  // (may_leave_ranks_out_of_step).
+  void fail_if_out_of_step(const Error& error);
   void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
   void run_buckets_in_place(const std::vector<Bucket>& buckets, Clock::time_point agreed);
   void run_buckets_packed(const std::vector<Bucket>& buckets, Clock::time_point agreed);

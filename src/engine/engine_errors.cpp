@@ -27,4 +27,8 @@ Error to_error(const std::exception_ptr& e, int rank, const std::string& context
   }
 }
 
+bool may_leave_ranks_out_of_step(const Error& error) {
+  return error.code() != ErrorCode::InvalidArgument && error.code() != ErrorCode::Mismatch;
+}
+
 }  // namespace concord::detail

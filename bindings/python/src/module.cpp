@@ -8,11 +8,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <mpi.h>
+
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace py = pybind11;
@@ -33,6 +37,41 @@ Engine& the_engine() {
 void shutdown_engine() {
   py::gil_scoped_release release;
   shutdown_default_engine();
+}
+
+[[noreturn]] void throw_mpi_error(int rc, const char* call, int rank) {
+  char text[MPI_MAX_ERROR_STRING] = "";
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Error(ErrorCode::MpiError, rank, fmt::format("concord.barrier: {} failed: {}", call, text));
+}
+
+// Waits as long as MPI_Barrier would: a barrier is where ranks wait for the
+// slowest (rank 0 preparing the data, say), so there is no deadline. But a
+// failed MPI call raises concord.Error, and Communicator::abort ends the wait
+// (the abandoned request is left to MPI). Polls, yielding, then sleeping 100 us
+// between polls after the first thousand, rather than spin a core for the wait.
+void barrier(const Communicator& comm) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (const int rc = MPI_Ibarrier(comm.mpi_comm(), &request); rc != MPI_SUCCESS) {
+    throw_mpi_error(rc, "MPI_Ibarrier", comm.rank());
+  }
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    if (const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
+      throw_mpi_error(rc, "MPI_Test", comm.rank());
+    }
+    if (done) return;
+    if (comm.aborted()) {
+      throw Error(ErrorCode::Shutdown, comm.rank(),
+                  "concord.barrier: this rank aborted the communicator while waiting");
+    }
+    if (polls < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
 }
 
 void* address(std::uintptr_t p) {
@@ -91,13 +130,7 @@ void bind_process(py::module_& m) {
   m.def("local_size", [] { return world().local_size(); });
   m.def("barrier", [] {
     py::gil_scoped_release release;
-    // A one-element allreduce (no rank leaves before every rank came), so the
-    // barrier waits as every concord call does: at most CONCORD_TRANSPORT_TIMEOUT_S,
-    // ending on an abort, with concord.Error naming the ranks that did not come.
-    std::int32_t token = 0;
-    AllreduceOptions options;
-    options.device = Device::Cpu;
-    allreduce(&token, &token, 1, DataType::Int32, ReduceOp::Sum, world(), options);
+    barrier(world());
   });
   m.def("shutdown", &shutdown_engine);
 }

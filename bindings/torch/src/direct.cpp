@@ -53,8 +53,11 @@ bool direct_path_requested(const concord::Communicator& group) {
   std::int32_t least[2] = {mine, -mine};  // the least value, and minus the greatest
   // concord's allreduce, not a blocking MPI_Allreduce: a rank that never comes
   // fails the others at CONCORD_TRANSPORT_TIMEOUT_S, naming it, and an abort ends it.
+  // Over MPI (recursive doubling): on the group's first call, the automatic
+  // choice would set up the node's shared memory for this throw-away communicator.
   concord::AllreduceOptions options;
   options.device = concord::Device::Cpu;
+  options.algorithm = concord::Algorithm::RecursiveDoubling;
   concord::allreduce(least, least, 2, concord::DataType::Int32, concord::ReduceOp::Min, group,
                      options);
   const int lowest = least[0];
