@@ -42,13 +42,10 @@ using concord::ReduceOp;
 namespace cuda = concord::detail::cuda;
 namespace ops = concord::detail::cuda::ops;
 using concord::test::bits64;
+using concord::test::kAllOps;
+using concord::test::kAllTypes;
 using concord::test::with_element_type;
 
-constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::UInt8,   DataType::Int32,
-                                  DataType::Int64,   DataType::Float16, DataType::BFloat16,
-                                  DataType::Float32, DataType::Float64};
-constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max,
-                                ReduceOp::Avg};
 constexpr DataType kFloatTypes[] = {DataType::Float16, DataType::BFloat16, DataType::Float32,
                                     DataType::Float64};
 // The largest count makes every kernel's grid-stride loop go round at least

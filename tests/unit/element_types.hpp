@@ -1,4 +1,5 @@
-// Element types by dtype, for tests that compare kernels bit for bit.
+// Element types by dtype, for tests that compare kernels bit for bit: every dtype
+// and op, the C++ type a dtype's elements are held in, and their bits.
 #pragma once
 
 #include <concord/types.hpp>
@@ -7,6 +8,12 @@
 #include <cstring>
 
 namespace concord::test {
+
+inline constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::UInt8,   DataType::Int32,
+                                         DataType::Int64,   DataType::Float16, DataType::BFloat16,
+                                         DataType::Float32, DataType::Float64};
+inline constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max,
+                                       ReduceOp::Avg};
 
 // Calls fn.template operator()<T>() with the element type of `d` (16-bit floats
 // as their bits).
@@ -29,6 +36,15 @@ void with_element_type(DataType d, Fn&& fn) {
     case DataType::Float64:
       return fn.template operator()<double>();
   }
+}
+
+// v's bits as a To of the same size.
+template <class To, class From>
+To bitcast(From f) {
+  static_assert(sizeof(To) == sizeof(From));
+  To t;
+  std::memcpy(&t, &f, sizeof t);
+  return t;
 }
 
 // The bits of v, zero-extended.

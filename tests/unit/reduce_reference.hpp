@@ -5,6 +5,8 @@
 // Shared by test_reduce_kernels.cpp and test_reduce_scale.cpp.
 #pragma once
 
+#include "unit/element_types.hpp"
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -31,12 +33,12 @@ using concord::DataType;
 using concord::ReduceOp;
 using concord::detail::ReduceFn;
 using concord::detail::ScaleFn;
+using concord::test::bitcast;
+using concord::test::bits64;
+using concord::test::kAllOps;
+using concord::test::kAllTypes;
+using concord::test::with_element_type;
 
-inline constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::UInt8,   DataType::Int32,
-                                         DataType::Int64,   DataType::Float16, DataType::BFloat16,
-                                         DataType::Float32, DataType::Float64};
-inline constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max,
-                                       ReduceOp::Avg};
 inline constexpr std::size_t kCounts[] = {0, 1, 7, 8, 9, 31, 33, 1000, 4099};
 
 inline const char* type_name(DataType d) {
@@ -81,26 +83,6 @@ inline std::vector<const char*> isas() {
   std::vector<const char*> out{"generic"};
   if (concord::detail::reduce_isa_available("avx2")) out.push_back("avx2");
   return out;
-}
-
-template <class To, class From>
-To bitcast(From f) {
-  static_assert(sizeof(To) == sizeof(From));
-  To t;
-  std::memcpy(&t, &f, sizeof t);
-  return t;
-}
-
-template <class T>
-std::uint64_t bits64(T v) {
-  if constexpr (sizeof(T) == 1)
-    return bitcast<std::uint8_t>(v);
-  else if constexpr (sizeof(T) == 2)
-    return bitcast<std::uint16_t>(v);
-  else if constexpr (sizeof(T) == 4)
-    return bitcast<std::uint32_t>(v);
-  else
-    return bitcast<std::uint64_t>(v);
 }
 
 // ---- independent scalar references ------------------------------------------------
@@ -409,35 +391,6 @@ void check_one(DataType d, ReduceOp op, ReduceFn fn, std::size_t count, Alias al
                             << " got bits 0x" << bits64(got_first));
   CHECK(bad == 0);
   CHECK(untouched);
-}
-
-// Calls f.template operator()<T>() with T the storage type of d.
-template <class F>
-void with_type(DataType d, F&& f) {
-  switch (d) {
-    case DataType::Int8:
-      f.template operator()<std::int8_t>();
-      break;
-    case DataType::UInt8:
-      f.template operator()<std::uint8_t>();
-      break;
-    case DataType::Int32:
-      f.template operator()<std::int32_t>();
-      break;
-    case DataType::Int64:
-      f.template operator()<std::int64_t>();
-      break;
-    case DataType::Float16:
-    case DataType::BFloat16:
-      f.template operator()<std::uint16_t>();
-      break;
-    case DataType::Float32:
-      f.template operator()<float>();
-      break;
-    case DataType::Float64:
-      f.template operator()<double>();
-      break;
-  }
 }
 
 // fn over explicit pairs, both argument orders; returns dst for (a, b) and (b, a).

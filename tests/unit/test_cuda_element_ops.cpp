@@ -33,14 +33,12 @@ using concord::ReduceOp;
 using concord::detail::ReduceFn;
 using concord::detail::ScaleFn;
 namespace ops = concord::detail::cuda::ops;
+using concord::test::bitcast;
 using concord::test::bits64;
+using concord::test::kAllOps;
+using concord::test::kAllTypes;
 using concord::test::with_element_type;
 
-constexpr DataType kAllTypes[] = {DataType::Int8,    DataType::UInt8,   DataType::Int32,
-                                  DataType::Int64,   DataType::Float16, DataType::BFloat16,
-                                  DataType::Float32, DataType::Float64};
-constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max,
-                                ReduceOp::Avg};
 constexpr DataType kFloatTypes[] = {DataType::Float16, DataType::BFloat16, DataType::Float32,
                                     DataType::Float64};
 
@@ -48,14 +46,6 @@ std::vector<const char*> isas() {
   std::vector<const char*> out{"generic"};
   if (concord::detail::reduce_isa_available("avx2")) out.push_back("avx2");
   return out;
-}
-
-template <class To, class From>
-To bitcast(From f) {
-  static_assert(sizeof(To) == sizeof(From));
-  To t;
-  std::memcpy(&t, &f, sizeof t);
-  return t;
 }
 
 // ---- inputs -------------------------------------------------------------------------

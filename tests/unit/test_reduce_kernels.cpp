@@ -20,7 +20,7 @@ TEST_CASE("reduce kernels: every table, dtype and op against the reference", "[r
           continue;
         }
         REQUIRE(fn != nullptr);
-        with_type(d, [&]<class T>() {
+        with_element_type(d, [&]<class T>() {
           for (std::size_t count : kCounts) {
             for (Alias alias : kAllAliases) {
               for (std::size_t offset : {0, 1}) check_one<T>(d, op, fn, count, alias, offset, rng);
@@ -45,7 +45,7 @@ TEST_CASE("reduce kernels: tables agree bit for bit", "[reduce]") {
       INFO(type_name(d) << " " << op_name(op));
       const ReduceFn g = concord::detail::reduce_kernel_from("generic", d, op);
       const ReduceFn v = concord::detail::reduce_kernel_from("avx2", d, op);
-      with_type(d, [&]<class T>() {
+      with_element_type(d, [&]<class T>() {
         const std::size_t n = 20011;
         const auto a = random_vector<T>(d, n, rng, true);
         const auto b = random_vector<T>(d, n, rng, true);
@@ -75,7 +75,7 @@ TEST_CASE("reduce kernels: result does not depend on argument order", "[reduce]"
         if (!concord::is_supported(d, op)) continue;
         INFO("isa=" << isa << " " << type_name(d) << " " << op_name(op));
         const ReduceFn fn = concord::detail::reduce_kernel_from(isa, d, op);
-        with_type(d, [&]<class T>() {
+        with_element_type(d, [&]<class T>() {
           const auto a = random_vector<T>(d, 4099, rng, false);
           auto b = random_vector<T>(d, 4099, rng, false);
           for (std::size_t i = 0; i < b.size(); i += 3) b[i] = a[i];  // many equal pairs
@@ -273,7 +273,7 @@ TEST_CASE("reduce kernels: Avg reduces exactly as Sum", "[reduce]") {
       INFO("isa=" << isa << " " << type_name(d));
       const ReduceFn sum = concord::detail::reduce_kernel_from(isa, d, ReduceOp::Sum);
       const ReduceFn avg = concord::detail::reduce_kernel_from(isa, d, ReduceOp::Avg);
-      with_type(d, [&]<class T>() {
+      with_element_type(d, [&]<class T>() {
         const auto a = random_vector<T>(d, 1000, rng, false);
         const auto b = random_vector<T>(d, 1000, rng, false);
         std::vector<T> s(1000), v(1000);

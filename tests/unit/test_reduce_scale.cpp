@@ -53,7 +53,7 @@ TEST_CASE("scale: every table and float type against the reference", "[reduce]")
     for (DataType d : floats) {
       const ScaleFn fn = concord::detail::scale_kernel_from(isa, d);
       REQUIRE(fn != nullptr);
-      with_type(d, [&]<class T>() {
+      with_element_type(d, [&]<class T>() {
         for (std::size_t count : kCounts) {
           for (double factor : {0.5, 1.0 / 3.0, 0.125, 1.0 / 7.0, 3.0, 1e-6, 1e30}) {
             check_scale<T>(d, fn, count, factor, rng);
@@ -64,7 +64,7 @@ TEST_CASE("scale: every table and float type against the reference", "[reduce]")
   }
   // The public entry point (whichever table is active).
   for (DataType d : floats) {
-    with_type(d, [&]<class T>() {
+    with_element_type(d, [&]<class T>() {
       std::vector<T> buf = random_vector<T>(d, 1000, rng, false);
       std::vector<T> want(buf.size());
       for (std::size_t i = 0; i < buf.size(); ++i) want[i] = ref_scale(d, buf[i], 0.25);
