@@ -212,10 +212,8 @@ class EngineCore::PackedPipeline {
       try {
         dispatch_allreduce("allreduce", buf, buf, b.count, b.dtype, b.op, core_.data_, options_);
       } catch (...) {
-        const Error failed =
-            to_error(std::current_exception(), core_.data_.rank(),
-                     fmt::format("Engine: allreduce of a bucket of {} tensors, {} bytes",
-                                 b.works.size(), b.count * size_of(b.dtype)));
+        const Error failed = to_error(std::current_exception(), core_.data_.rank(),
+                                      "Engine: allreduce of a " + describe_bucket(b, ""));
         core_.fail_if_out_of_step(failed);
         if (!error) error = failed;
       }
