@@ -23,12 +23,27 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <future>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace concord::detail {
+namespace {
+
+// What an exception says, for a message of our own around it.
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& error) {
+    return error.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+}  // namespace
 
 void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces,
                              Clock::time_point agreed) {
@@ -44,6 +59,7 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
   const bool packed = zero_copy_.has_value() && !*zero_copy_;
   const std::size_t alone_bytes = packed ? fusion_in_place_bytes_ : SIZE_MAX;
   std::vector<Bucket> buckets = plan_buckets(allreduces, fusion_threshold_, alone_bytes);
+  size_device_fusion(buckets);
   // Device buckets go through the device path, host buckets below; the order of
   // collectives is the same on every rank either way.
   std::erase_if(buckets, [&](const Bucket& b) {
@@ -57,6 +73,36 @@ void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduce
     run_buckets_in_place(buckets, agreed);
   } else {
     run_buckets_packed(buckets, agreed);
+  }
+}
+
+// The device fusion buffer is sized before any device bucket runs, as the host
+// buffers are (PackedPipeline::size_buffers, which says why): a rank whose cudaMalloc
+// failed must not skip a bucket's allreduce that its peers run.
+void EngineCore::size_device_fusion(const std::vector<Bucket>& buckets) {
+  const DeviceFusionGrowth growth = grow_device_fusion(buckets, device_buckets_);
+  if (!growth.grew) return;
+  agree_on_fusion_buffers(growth.failed == nullptr);
+  if (growth.failed) {
+    throw Error(ErrorCode::SystemError, data_.rank(),
+                fmt::format("Engine: device fusion buffer of {} bytes: cannot allocate device "
+                            "memory ({})",
+                            growth.bytes, what_of(growth.failed)));
+  }
+}
+
+void EngineCore::agree_on_fusion_buffers(bool mine) {
+  const int rank = data_.rank();
+  const SetupWait wait{"the engine's agreement on its fusion buffers", &data_.state().abort_signal,
+                       "the engine stops, and the ranks' collectives are out of step"};
+  // On the control communicator: its collectives are the negotiator's, which
+  // every rank runs in the same order, all done by now. The data communicator's
+  // may differ where it failed on some ranks only (they skip its collectives).
+  const bool everywhere = all_ranks_ok(control_.mpi_comm(), mine, rank, wait);
+  if (mine && !everywhere) {
+    throw Error(ErrorCode::SystemError, rank,
+                "Engine: another rank could not allocate a fusion buffer for this cycle's "
+                "buckets (its error names the size); the engine stops on every rank");
   }
 }
 
@@ -137,32 +183,13 @@ class EngineCore::PackedPipeline {
       }
     }
     if (!grew) return;
-    agree_on_buffers(failed == nullptr);
+    core_.agree_on_fusion_buffers(failed == nullptr);
     if (failed) throw to_error(failed, core_.data_.rank(), buffer_name(*failed_bucket));
   }
 
   static std::string buffer_name(const Bucket& b) {
     return fmt::format("Engine: fusion buffer of {} bytes for {} tensors",
                        b.count * size_of(b.dtype), b.works.size());
-  }
-
-  // Collective over the engine's control communicator, for size_buffers: throws
-  // where another rank has not its buffers (this rank's own failure is thrown by
-  // size_buffers).
-  void agree_on_buffers(bool mine) {
-    const int rank = core_.data_.rank();
-    const SetupWait wait{"the engine's agreement on its fusion buffers",
-                         &core_.data_.state().abort_signal,
-                         "the engine stops, and the ranks' collectives are out of step"};
-    // On the control communicator: its collectives are the negotiator's, which
-    // every rank runs in the same order, all done by now. The data communicator's
-    // may differ where it failed on some ranks only (they skip its collectives).
-    const bool everywhere = all_ranks_ok(core_.control_.mpi_comm(), mine, rank, wait);
-    if (mine && !everywhere) {
-      throw Error(ErrorCode::SystemError, rank,
-                  "Engine: another rank could not allocate a fusion buffer for this cycle's "
-                  "buckets (its error names the size); the engine stops on every rank");
-    }
   }
 
   std::byte* buffer_for(std::size_t k) const {

@@ -61,6 +61,30 @@ std::shared_ptr<cuda::Event> record_ready_event(const void* tensor, CudaStream s
   return event;
 }
 
+DeviceFusionGrowth grow_device_fusion(const std::vector<Bucket>& buckets,
+                                      DeviceBucketStatePtr& state) {
+  DeviceFusionGrowth growth;
+  const Bucket* largest = nullptr;
+  for (const Bucket& b : buckets) {
+    if (b.device != Device::Cuda || b.works.size() == 1) continue;  // one tensor: in place
+    const std::size_t bytes = b.count * size_of(b.dtype);
+    if (bytes > growth.bytes || largest == nullptr) {
+      largest = &b;
+      growth.bytes = bytes;
+    }
+  }
+  if (largest == nullptr || (state && state->fusion.bytes() >= growth.bytes)) return growth;
+  growth.grew = true;
+  try {
+    cuda::DeviceGuard on(device_of(largest->works.front()->tensor.data));
+    if (!state) state.reset(new DeviceBucketState);
+    state->fusion.reserve(growth.bytes);
+  } catch (...) {
+    growth.failed = std::current_exception();
+  }
+  return growth;
+}
+
 void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm algorithm,
                        DeviceBucketStatePtr& state) {
   const Work& first = *bucket.works.front();
@@ -91,7 +115,7 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
     return;
   }
 
-  state->fusion.reserve(bucket.count * esize);
+  state->fusion.reserve(bucket.count * esize);  // grown already (grow_device_fusion)
   std::byte* fused = state->fusion.get();
   std::vector<cuda::CopyItem> items;
   items.reserve(bucket.works.size());

@@ -10,7 +10,9 @@
 #include <concord/types.hpp>
 
 #include <cstddef>
+#include <exception>
 #include <memory>
+#include <vector>
 
 namespace concord::detail {
 
@@ -26,6 +28,19 @@ using DeviceBucketStatePtr = std::unique_ptr<DeviceBucketState, DeviceBucketStat
 // engine's device work waits for it, so it touches a tensor only after the work
 // the caller queued before enqueueing it.
 std::shared_ptr<cuda::Event> record_ready_event(const void* tensor, CudaStream stream);
+
+// Grows the device fusion buffer (making the state on first use) to hold the
+// largest of `buckets`' fused device buckets, before any runs. `grew` says whether
+// it had to, which is the same on every rank (they plan the same buckets and grew
+// the buffer alike before); what the growth threw is in `failed`, not thrown, so
+// that every rank comes to the agreement on it (EngineCore::size_device_fusion).
+struct DeviceFusionGrowth {
+  bool grew = false;
+  std::size_t bytes = 0;  // the size asked for
+  std::exception_ptr failed;
+};
+DeviceFusionGrowth grow_device_fusion(const std::vector<Bucket>& buckets,
+                                      DeviceBucketStatePtr& state);
 
 // Runs one fusion bucket of device tensors over `comm`: waits for the tensors'
 // ready events, packs them (prescaled) into the device fusion buffer with one

@@ -16,6 +16,11 @@ std::shared_ptr<cuda::Event> record_ready_event(const void*, CudaStream) {
   return nullptr;
 }
 
+// No device buckets get here (validation refused their tensors): nothing grows.
+DeviceFusionGrowth grow_device_fusion(const std::vector<Bucket>&, DeviceBucketStatePtr&) {
+  return {};
+}
+
 void run_device_bucket(const Bucket&, const Communicator& comm, Algorithm, DeviceBucketStatePtr&) {
   require_cuda("Engine", comm.rank());
 }

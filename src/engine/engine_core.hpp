@@ -86,6 +86,14 @@ class EngineCore {
   // (may_leave_ranks_out_of_step).
   void fail_if_out_of_step(const Error& error);
   void run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces, Clock::time_point agreed);
+  // Grows the device fusion buffer for this cycle's buckets; where it grew (in the
+  // same cycles on every rank), the ranks agree that each has it, and every rank
+  // throws if one has not (the engine stops).
+  void size_device_fusion(const std::vector<Bucket>& buckets);
+  // Collective over control_, where a fusion buffer (host or device) grew: throws
+  // where another rank could not allocate its own (this rank's own failure, `mine`
+  // false, is thrown by the caller, whose message names the size).
+  void agree_on_fusion_buffers(bool mine);
   void run_buckets_in_place(const std::vector<Bucket>& buckets, Clock::time_point agreed);
   void run_buckets_packed(const std::vector<Bucket>& buckets, Clock::time_point agreed);
   class PackedPipeline;  // buckets.cpp: one run_buckets_packed, packer and engine thread

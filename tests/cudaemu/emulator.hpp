@@ -12,7 +12,9 @@
 //   - device memory is shareable between processes (memfd), so CUDA IPC works
 //     across ranks, and a handle cannot be opened by the process that made it;
 //   - fresh device memory is filled with 0xCD bytes, not zeros;
-//   - copies are bounds-checked against their allocations.
+//   - copies are bounds-checked against their allocations;
+//   - a device has CUDAEMU_DEVICE_MEMORY_BYTES of memory per process (default: the
+//     whole device address space), and cudaMalloc beyond it fails;
 //   - a kernel's threads run on fibers, its blocks under way together, with
 //     __syncthreads a real barrier (grid.hpp);
 //   - stream capture records a stream's work into a graph that launches replay

@@ -157,6 +157,7 @@ cudaError_t release(void* ptr, Kind kind) {
     munmap(al.reservation, al.reserved);
   } else {
     st.device_space.give(al.reservation, al.reserved);
+    st.device_memory_used.at(static_cast<std::size_t>(al.device)) -= al.file_bytes;
   }
   if (al.fd >= 0) close(al.fd);
   return cudaSuccess;
@@ -192,6 +193,11 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (capture_forbids()) return fail(cudaErrorStreamCaptureUnsupported);
   const std::size_t used = (size + kAlignment - 1) / kAlignment * kAlignment;
   const std::size_t file_bytes = page_round(used);
+  if (current_device() >= st.devices) return fail(cudaErrorNoDevice);
+  std::size_t& taken = st.device_memory_used.at(static_cast<std::size_t>(current_device()));
+  if (file_bytes > st.device_memory_bytes - std::min(taken, st.device_memory_bytes)) {
+    return fail(cudaErrorMemoryAllocation);  // the device is full
+  }
   const int fd = memfd_create("cudaemu-device", MFD_CLOEXEC);
   if (fd < 0) return fail(cudaErrorMemoryAllocation);
   Allocation al;
@@ -211,7 +217,22 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   al.file_bytes = file_bytes;
   al.serial = ++st.allocation_serials;
   st.allocations[reinterpret_cast<std::uintptr_t>(al.base)] = al;
+  taken += file_bytes;
   *ptr = al.base;
+  return cudaSuccess;
+}
+
+// What the current device has left of CUDAEMU_DEVICE_MEMORY_BYTES after this
+// process's allocations (a real GPU's free memory also counts other processes').
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue);
+  State& st = state();
+  std::lock_guard lock(st.mutex);
+  if (current_device() >= st.devices) return fail(cudaErrorNoDevice);
+  const std::size_t taken = std::min(
+      st.device_memory_used.at(static_cast<std::size_t>(current_device())), st.device_memory_bytes);
+  *total = st.device_memory_bytes;
+  *free = st.device_memory_bytes - taken;
   return cudaSuccess;
 }
 

@@ -73,6 +73,10 @@ State& state() {
   static State* s = [] {
     auto* st = new State();  // never destroyed: static destructors may still call in
     if (const char* v = std::getenv("CUDAEMU_DEVICES")) st->devices = std::max(0, std::atoi(v));
+    if (const char* v = std::getenv("CUDAEMU_DEVICE_MEMORY_BYTES")) {
+      st->device_memory_bytes = std::strtoull(v, nullptr, 10);
+    }
+    st->device_memory_used.assign(static_cast<std::size_t>(st->devices), 0);
     for (int d = 0; d < st->devices; ++d) {
       auto legacy = std::make_unique<CUstream_st>();
       legacy->device = d;

@@ -105,6 +105,11 @@ struct State {
   std::vector<std::unique_ptr<CUstream_st>> legacy;  // one per device
   std::vector<CUstream_st*> streams;                 // every live stream, legacy included
   int devices = 1;
+  // Each device's memory (CUDAEMU_DEVICE_MEMORY_BYTES, default the whole device
+  // address space) and what this process's live cudaMalloc allocations take of
+  // it: cudaMalloc fails beyond it, as on a full GPU. Counted per process.
+  std::size_t device_memory_bytes = DeviceAddressSpace::kBytes;
+  std::vector<std::size_t> device_memory_used;  // by device
   std::uint64_t next_id = 1;
   std::uint64_t allocation_serials = 0;
 

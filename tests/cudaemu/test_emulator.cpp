@@ -110,6 +110,27 @@ TEST_CASE("device addresses are never former host addresses", "[cudaemu]") {
   CHECK((p + big <= h || p >= h + big));
 }
 
+TEST_CASE("a device holds so much memory and no more", "[cudaemu]") {
+  std::size_t free_before = 0, total = 0;
+  ok(cudaMemGetInfo(&free_before, &total));
+  REQUIRE(total > 0);
+  REQUIRE(free_before <= total);
+  std::size_t free_after = 0;
+  {
+    const Device taken(kBytes);
+    ok(cudaMemGetInfo(&free_after, &total));
+    CHECK(free_before - free_after >= kBytes);  // at least what was asked for
+  }
+  ok(cudaMemGetInfo(&free_after, &total));
+  CHECK(free_after == free_before);  // cudaFree gave it back
+  // More than the device has left fails as on a full GPU, and says so once.
+  void* p = nullptr;
+  CHECK(cudaMalloc(&p, free_before + 1) == cudaErrorMemoryAllocation);
+  CHECK(p == nullptr);
+  CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
 TEST_CASE("the legacy stream orders blocking streams, not non-blocking ones", "[cudaemu]") {
   Device d;
   Pinned out;
