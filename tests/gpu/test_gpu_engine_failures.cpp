@@ -11,6 +11,7 @@
 #include <concord/concord.hpp>
 
 #include "cuda/cuda_runtime.hpp"
+#include "mpi/engine_support.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -24,6 +25,7 @@
 namespace {
 
 using namespace concord;
+using concord::test::failure_of;
 namespace cuda = concord::detail::cuda;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -43,16 +45,6 @@ float first_value(const cuda::DeviceBuffer& buffer) {
   cuda::check(cudaMemcpy(&value, buffer.get(), sizeof(float), cudaMemcpyDeviceToHost),
               "cudaMemcpy");
   return value;
-}
-
-// The error `handle` completed with ("" if none).
-std::string failure_of(Handle& handle) {
-  try {
-    handle.wait();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::vector<Handle> enqueue_pair(Engine& engine, const std::string& name, cuda::DeviceBuffer& a,

@@ -15,6 +15,8 @@
 
 #include <concord/concord.hpp>
 
+#include "mpi/engine_support.hpp"
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@
 #include <vector>
 
 using namespace concord;
+using concord::test::failure_of;
 
 namespace {
 
@@ -61,16 +64,6 @@ class AddressSpaceLimit {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// The error `handle` completed with ("" if none).
-std::string failure_of(Handle& handle) {
-  try {
-    handle.wait();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Whether a case can run: on two ranks or more, without a sanitizer.

@@ -6,6 +6,7 @@
 
 #include <concord/concord.hpp>
 
+#include "mpi/engine_support.hpp"
 #include "mpi/test_support.hpp"
 
 #include <fmt/format.h>
@@ -23,12 +24,6 @@ using namespace concord;
 using namespace concord::test;
 
 namespace {
-
-EngineOptions quick() {
-  EngineOptions o;
-  o.cycle_time_ms = 0.5;
-  return o;
-}
 
 // Rows rank `from` sends to rank `to` in the alltoall tests: uneven, with zeros.
 std::size_t rows_between(int from, int to) {
