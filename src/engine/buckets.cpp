@@ -23,28 +23,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <future>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace concord::detail {
-namespace {
-
-// What an exception says, for a message of our own around it.
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& error) {
-    return error.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
-}  // namespace
-
 void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces,
                              Clock::time_point agreed) {
   if (allreduces.empty()) return;
@@ -84,10 +68,12 @@ void EngineCore::size_device_fusion(const std::vector<Bucket>& buckets) {
   if (!growth.grew) return;
   agree_on_fusion_buffers(growth.failed == nullptr);
   if (growth.failed) {
+    // Most often cudaMalloc out of memory; making the stream or switching device may
+    // fail too. Either way a resource of this rank's, hence SystemError.
+    const Error cause = to_error(growth.failed, data_.rank(), "making it");
     throw Error(ErrorCode::SystemError, data_.rank(),
-                fmt::format("Engine: device fusion buffer of {} bytes: cannot allocate device "
-                            "memory ({})",
-                            growth.bytes, what_of(growth.failed)));
+                fmt::format("Engine: device fusion buffer of {} bytes could not be made: {}",
+                            growth.bytes, cause.what()));
   }
 }
 
@@ -299,7 +285,7 @@ void EngineCore::reduce_bucket(const Bucket& b, Clock::time_point agreed, const 
     reduce();
   } catch (...) {
     error = to_error(std::current_exception(), data_.rank(), "Engine: " + describe_bucket(b, how));
-    fail_if_out_of_step(*error);  // a device fusion buffer one rank could not have, say
+    fail_if_out_of_step(*error);  // a device copy that failed on this rank alone, say
   }
   complete_bucket(b, how, BucketPhases{agreed, {begin, Clock::now()}, {}, {}}, error);
 }

@@ -73,7 +73,10 @@ DeviceFusionGrowth grow_device_fusion(const std::vector<Bucket>& buckets,
       growth.bytes = bytes;
     }
   }
-  if (largest == nullptr || (state && state->fusion.bytes() >= growth.bytes)) return growth;
+  // Whether it grows depends on sizes only, which every rank has alike: a rank
+  // without the state (its first device bucket failed to make it) has 0 bytes.
+  const std::size_t have = state ? state->fusion.bytes() : 0;
+  if (largest == nullptr || growth.bytes <= have) return growth;
   growth.grew = true;
   try {
     cuda::DeviceGuard on(device_of(largest->works.front()->tensor.data));
@@ -115,7 +118,12 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
     return;
   }
 
-  state->fusion.reserve(bucket.count * esize);  // grown already (grow_device_fusion)
+  // Grown before the cycle's buckets ran (grow_device_fusion): growing here would let
+  // one rank fail alone between its peers' collectives again.
+  if (state->fusion.bytes() < bucket.count * esize) {
+    throw Error(ErrorCode::Internal, comm.rank(),
+                "Engine: a device bucket's fusion buffer was not grown before the cycle");
+  }
   std::byte* fused = state->fusion.get();
   std::vector<cuda::CopyItem> items;
   items.reserve(bucket.works.size());

@@ -17,7 +17,7 @@
 namespace concord::detail {
 
 // What the engine keeps for its device buckets: its own stream and fusion
-// buffer, made by the first device bucket.
+// buffer, made by the first device bucket or the first growth of the buffer.
 struct DeviceBucketState;
 struct DeviceBucketStateDeleter {
   void operator()(DeviceBucketState* state) const;

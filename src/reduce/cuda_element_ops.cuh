@@ -1,10 +1,11 @@
 // The per-element operations of the CUDA kernels (cuda_kernels.cu,
 // cuda_batched_copy.cu), one functor per dtype x op and per floating-point scale,
 // written so that this same header compiles with nvcc (host and device) and with a
-// plain C++ compiler: tests/unit/test_cuda_element_ops.cpp checks every functor bit
-// for bit against the host table (reduce_kernels_impl.hpp) on a machine without a
-// GPU. The dispatch from (DataType, ReduceOp) to a functor is here too, in one
-// place, so the test exercises the same mapping the kernels use.
+// plain C++ compiler: tests/unit/test_cuda_element_ops.cpp (reduce) and
+// test_cuda_scale_ops.cpp (scale) check every functor bit for bit against the host
+// table (reduce_kernels_impl.hpp) on a machine without a GPU. The dispatch from
+// (DataType, ReduceOp) to a functor is here too, in one place, so the tests
+// exercise the same mapping the kernels use.
 //
 // The arithmetic they share with the host, and the reasoning that makes it bit-exact
 // (NaNs, rounding, the 16-bit formats), is cuda_host_arith.cuh's.

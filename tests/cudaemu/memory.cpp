@@ -157,7 +157,11 @@ cudaError_t release(void* ptr, Kind kind) {
     munmap(al.reservation, al.reserved);
   } else {
     st.device_space.give(al.reservation, al.reserved);
-    st.device_memory_used.at(static_cast<std::size_t>(al.device)) -= al.file_bytes;
+  }
+  // Only this process's own allocations count against its device's memory (an
+  // opened IPC handle maps a peer's).
+  if (kind == Kind::Device) {
+    st.device_memory_used[static_cast<std::size_t>(al.device)] -= al.file_bytes;
   }
   if (al.fd >= 0) close(al.fd);
   return cudaSuccess;

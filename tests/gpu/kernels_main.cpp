@@ -1,6 +1,6 @@
-// Catch2 for the single-process GPU kernel tests (test_gpu_kernels.cpp). Without a
-// usable CUDA device it prints why and exits with 77, which CTest reports as skipped
-// (SKIP_RETURN_CODE 77).
+// Catch2 for the single-process GPU kernel tests (test_gpu_kernels.cpp,
+// test_gpu_copy_kernels.cpp). Without a usable CUDA device it prints why and exits
+// with 77, which CTest reports as skipped (SKIP_RETURN_CODE 77).
 #include "support/catch_session.hpp"
 
 #include <cuda_runtime_api.h>

@@ -4,7 +4,7 @@
 // IPC rounds or in the device-synchronised path's kernels, and the peer of an
 // aborted rank, which fails instead of waiting on it. Hidden: each needs its own
 // deadline and CONCORD_CUDA_PEER (off for the IPC rounds, which meet on the host;
-// on for the kernels), see tests/CMakeLists.txt.
+// on for the kernels), see tests/gpu/gpu_tests.cmake.
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>

@@ -3,7 +3,7 @@
 // with an error that says so. Before, that rank failed its bucket alone and its
 // peers waited in the bucket's allreduce until their deadline.
 //
-// Hidden, and run on the CUDA emulator only (tests/CMakeLists.txt): its GPU has
+// Hidden, and run on the CUDA emulator only (tests/gpu/gpu_tests.cmake): its GPU has
 // the memory CUDAEMU_DEVICE_MEMORY_BYTES gives each process, so the last rank can
 // fill its own without starving its peers, which on a real GPU share the memory.
 #include <catch2/catch.hpp>
@@ -66,9 +66,7 @@ TEST_CASE("a device fusion buffer one rank cannot allocate stops the engine on e
     return;
   }
   const bool limited = comm.rank() == comm.size() - 1;
-  EngineOptions options;
-  options.cycle_time_ms = 0.5;
-  Engine engine(comm, options);
+  Engine engine(comm, concord::test::quick());
   // A small fused bucket first: the device path's own memory and the engine's
   // device state exist after it.
   cuda::DeviceBuffer warm_a = filled(16, 1.0f), warm_b = filled(16, 1.0f);

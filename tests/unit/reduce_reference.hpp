@@ -37,6 +37,7 @@ using concord::test::bitcast;
 using concord::test::bits64;
 using concord::test::kAllOps;
 using concord::test::kAllTypes;
+using concord::test::kFloatTypes;
 using concord::test::with_element_type;
 
 inline constexpr std::size_t kCounts[] = {0, 1, 7, 8, 9, 31, 33, 1000, 4099};

@@ -268,8 +268,7 @@ TEST_CASE("reduce kernels: 16-bit rounding inside the kernels", "[reduce]") {
 TEST_CASE("reduce kernels: Avg reduces exactly as Sum", "[reduce]") {
   std::mt19937_64 rng(5);
   for (const char* isa : isas()) {
-    for (DataType d :
-         {DataType::Float16, DataType::BFloat16, DataType::Float32, DataType::Float64}) {
+    for (DataType d : kFloatTypes) {
       INFO("isa=" << isa << " " << type_name(d));
       const ReduceFn sum = concord::detail::reduce_kernel_from(isa, d, ReduceOp::Sum);
       const ReduceFn avg = concord::detail::reduce_kernel_from(isa, d, ReduceOp::Avg);

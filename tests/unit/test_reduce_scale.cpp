@@ -43,14 +43,12 @@ void check_scale(DataType d, ScaleFn fn, std::size_t count, double factor, std::
 
 TEST_CASE("scale: every table and float type against the reference", "[reduce]") {
   std::mt19937_64 rng(777);
-  const DataType floats[] = {DataType::Float16, DataType::BFloat16, DataType::Float32,
-                             DataType::Float64};
   for (const char* isa : isas()) {
     INFO("isa=" << isa);
     for (DataType d : {DataType::Int8, DataType::UInt8, DataType::Int32, DataType::Int64}) {
       CHECK(concord::detail::scale_kernel_from(isa, d) == nullptr);
     }
-    for (DataType d : floats) {
+    for (DataType d : kFloatTypes) {
       const ScaleFn fn = concord::detail::scale_kernel_from(isa, d);
       REQUIRE(fn != nullptr);
       with_element_type(d, [&]<class T>() {
@@ -63,7 +61,7 @@ TEST_CASE("scale: every table and float type against the reference", "[reduce]")
     }
   }
   // The public entry point (whichever table is active).
-  for (DataType d : floats) {
+  for (DataType d : kFloatTypes) {
     with_element_type(d, [&]<class T>() {
       std::vector<T> buf = random_vector<T>(d, 1000, rng, false);
       std::vector<T> want(buf.size());
