@@ -29,6 +29,7 @@
 #include <vector>
 
 namespace concord::detail {
+
 void EngineCore::run_buckets(const std::vector<std::shared_ptr<Work>>& allreduces,
                              Clock::time_point agreed) {
   if (allreduces.empty()) return;

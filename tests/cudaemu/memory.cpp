@@ -167,6 +167,14 @@ cudaError_t release(void* ptr, Kind kind) {
   return cudaSuccess;
 }
 
+// What this process's live allocations take of the current device's memory (never
+// more than it has: cudaMalloc checks first), or nullptr when there is no such device.
+std::size_t* memory_taken_on_current_device(State& st) {
+  const int device = current_device();
+  if (device >= st.devices) return nullptr;
+  return &st.device_memory_used[static_cast<std::size_t>(device)];
+}
+
 CUresult emulated_mem_get_address_range(CUdeviceptr* base, std::size_t* bytes, CUdeviceptr ptr) {
   State& st = state();
   std::lock_guard lock(st.mutex);
@@ -197,9 +205,9 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (capture_forbids()) return fail(cudaErrorStreamCaptureUnsupported);
   const std::size_t used = (size + kAlignment - 1) / kAlignment * kAlignment;
   const std::size_t file_bytes = page_round(used);
-  if (current_device() >= st.devices) return fail(cudaErrorNoDevice);
-  std::size_t& taken = st.device_memory_used.at(static_cast<std::size_t>(current_device()));
-  if (file_bytes > st.device_memory_bytes - std::min(taken, st.device_memory_bytes)) {
+  std::size_t* taken = memory_taken_on_current_device(st);
+  if (taken == nullptr) return fail(cudaErrorNoDevice);
+  if (file_bytes > st.device_memory_bytes - *taken) {
     return fail(cudaErrorMemoryAllocation);  // the device is full
   }
   const int fd = memfd_create("cudaemu-device", MFD_CLOEXEC);
@@ -221,7 +229,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   al.file_bytes = file_bytes;
   al.serial = ++st.allocation_serials;
   st.allocations[reinterpret_cast<std::uintptr_t>(al.base)] = al;
-  taken += file_bytes;
+  *taken += file_bytes;
   *ptr = al.base;
   return cudaSuccess;
 }
@@ -232,11 +240,10 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue);
   State& st = state();
   std::lock_guard lock(st.mutex);
-  if (current_device() >= st.devices) return fail(cudaErrorNoDevice);
-  const std::size_t taken = std::min(
-      st.device_memory_used.at(static_cast<std::size_t>(current_device())), st.device_memory_bytes);
+  const std::size_t* taken = memory_taken_on_current_device(st);
+  if (taken == nullptr) return fail(cudaErrorNoDevice);
   *total = st.device_memory_bytes;
-  *free = st.device_memory_bytes - taken;
+  *free = st.device_memory_bytes - *taken;
   return cudaSuccess;
 }
 

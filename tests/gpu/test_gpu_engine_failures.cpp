@@ -26,6 +26,8 @@ namespace {
 
 using namespace concord;
 using concord::test::failure_of;
+using concord::test::failure_of_submission;
+using concord::test::seconds_since;
 namespace cuda = concord::detail::cuda;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -89,8 +91,7 @@ TEST_CASE("a device fusion buffer one rank cannot allocate stops the engine on e
   for (Handle& h : enqueue_pair(engine, "big", big_a, big_b, count)) {
     failures.push_back(failure_of(h));
   }
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double waited = seconds_since(start);
   INFO("rank " << comm.rank() << ", " << waited << " s");
   for (const std::string& failure : failures) {
     INFO(failure);
@@ -105,12 +106,7 @@ TEST_CASE("a device fusion buffer one rank cannot allocate stops the engine on e
   CHECK(waited < 4);  // the peers' transport deadline is 5 s: they did not wait for it
   // The engine stopped for good, and says why: a later submission fails, at once
   // or (if the engine thread has not yet stopped) through its handle.
-  std::string later_failure;
-  try {
-    std::vector<Handle> later = enqueue_pair(engine, "later", warm_a, warm_b, 16);
-    later_failure = failure_of(later.front());
-  } catch (const Error& e) {
-    later_failure = e.what();
-  }
+  const std::string later_failure = failure_of_submission(
+      [&] { return enqueue_pair(engine, "later", warm_a, warm_b, 16).front(); });
   CHECK_THAT(later_failure, Catch::Matchers::Contains("fusion buffer"));
 }

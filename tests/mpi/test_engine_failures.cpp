@@ -29,6 +29,8 @@
 
 using namespace concord;
 using concord::test::failure_of;
+using concord::test::failure_of_submission;
+using concord::test::seconds_since;
 
 namespace {
 
@@ -61,10 +63,6 @@ class AddressSpaceLimit {
  private:
   rlimit saved_{};
 };
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Whether a case can run: on two ranks or more, without a sanitizer.
 bool runs_here(const Communicator& comm) {
@@ -133,14 +131,10 @@ TEST_CASE("a fusion buffer one rank cannot allocate stops the engine on every ra
   // The engine stopped for good, and says why: a later submission fails, at once
   // or (if the engine thread has not yet stopped) through its handle.
   std::vector<float> later(16, 1.0f);
-  std::string later_failure;
-  try {
-    Handle h = engine.enqueue_allreduce("later", {later.data(), later.size(), DataType::Float32},
-                                        ReduceOp::Sum);
-    later_failure = failure_of(h);
-  } catch (const Error& e) {
-    later_failure = e.what();
-  }
+  const std::string later_failure = failure_of_submission([&] {
+    return engine.enqueue_allreduce("later", {later.data(), later.size(), DataType::Float32},
+                                    ReduceOp::Sum);
+  });
   CHECK_THAT(later_failure, Catch::Matchers::Contains("fusion buffer"));
 }
 
