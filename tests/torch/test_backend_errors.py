@@ -102,3 +102,67 @@ def test_a_direct_setting_that_differs_between_ranks_fails_on_every_rank(group):
     t = torch.ones(2)
     dist.all_reduce(t)  # the default group is unharmed
     assert torch.equal(t, torch.full((2,), float(dist.get_world_size())))
+
+
+# Making a group: its members meet with the group's timeout before any MPI call
+# that would wait for them with none (bindings/torch/src/group_meeting.hpp).
+# Each test makes a group of every rank with use_local_synchronization=True, so
+# that torch lets the ranks kept away not call new_group at all, and ends on a
+# barrier of the default group, so the next test starts on every rank alike.
+
+def concord_group_within(seconds):
+    import datetime
+
+    return dist.new_group(backend="concord", timeout=datetime.timedelta(seconds=seconds),
+                          use_local_synchronization=True)
+
+
+def test_a_member_that_never_comes_fails_the_making_of_the_group(group):
+    import time
+
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size == 1:
+        pytest.skip("needs two ranks")
+    absent = size - 1
+    if rank != absent:
+        start = time.monotonic()
+        # The first member counts; the others (at 3 ranks) are told by it.
+        with pytest.raises(dist.DistBackendError,
+                           match=f"rank {absent} did not come to make it within 1 s "
+                                 r"\(the group's timeout.*the group is not made"):
+            concord_group_within(1)
+        assert 1.0 <= time.monotonic() - start < 15
+    dist.barrier()
+
+
+def test_a_first_member_that_never_comes_fails_the_others(group):
+    import time
+
+    if dist.get_world_size() == 1:
+        pytest.skip("needs two ranks")
+    if dist.get_rank() != 0:
+        start = time.monotonic()
+        with pytest.raises(dist.DistBackendError,
+                           match="rank 0, its first member, did not say within 1 s"):
+            concord_group_within(1)
+        # The timeout and a grace of 1 s for the first member's word.
+        assert 2.0 <= time.monotonic() - start < 15
+    dist.barrier()
+
+
+def test_a_group_is_made_when_a_member_comes_late_within_the_timeout(group):
+    import time
+
+    # After the test above, rank 0 holds the others' arrivals and withdrawals
+    # from the meeting it missed: this meeting must not count them.
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size == 1:
+        pytest.skip("needs two ranks")
+    if rank == size - 1:
+        time.sleep(0.5)
+    g = concord_group_within(20)
+    t = torch.full((3,), float(rank + 1))
+    dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.full((3,), float(size * (size + 1) // 2)))
+    dist.destroy_process_group(g)
+    dist.barrier()

@@ -85,7 +85,8 @@ ConcordBackend::ConcordBackend(int rank, int size, const std::vector<int64_t>& w
       group_name_(group_name),
       names_(group_name, kNameWindow) {
   try {
-    const concord::Communicator comm = group_communicator(rank, size, world_ranks);
+    const concord::Communicator comm =
+        group_communicator(rank, size, world_ranks, group_name_, timeout_s());
     engine_ = std::make_unique<concord::Engine>(comm, engine_options(timeout_s()));
     direct_ = direct_communicator(comm);
   } catch (const concord::Error& e) {

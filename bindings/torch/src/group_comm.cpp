@@ -1,5 +1,7 @@
 #include "group_comm.hpp"
 
+#include "group_meeting.hpp"
+
 #include <concord/error.hpp>
 
 #include <mpi.h>
@@ -36,11 +38,11 @@ struct CommHandle {
   }
 };
 
-}  // namespace
-
-concord::Communicator group_communicator(int rank, int size,
-                                         const std::vector<int64_t>& world_ranks) {
-  concord::Communicator world = concord::Communicator::world();
+// The group's members as world ranks, in group order: every world rank where
+// torch passes none (the default group). Throws where torch's idea of the group
+// disagrees with MPI's.
+std::vector<int> members_of(const concord::Communicator& world, int rank, int size,
+                            const std::vector<int64_t>& world_ranks) {
   const int world_rank = world.rank();
   if (world_ranks.empty() || static_cast<int>(world_ranks.size()) == world.size()) {
     if (rank != world_rank || size != world.size()) {
@@ -50,7 +52,11 @@ concord::Communicator group_communicator(int rank, int size,
                                ": RANK and WORLD_SIZE must be MPI's (unset them, and "
                                "`import concord.torch` sets them from MPI)");
     }
-    if (world_ranks.empty()) return world;
+  }
+  std::vector<int> members;
+  if (world_ranks.empty()) {
+    for (int r = 0; r < world.size(); ++r) members.push_back(r);
+    return members;
   }
   if (static_cast<int>(world_ranks.size()) != size || rank < 0 || rank >= size ||
       world_ranks[static_cast<std::size_t>(rank)] != world_rank) {
@@ -58,7 +64,6 @@ concord::Communicator group_communicator(int rank, int size,
                              std::to_string(rank) + " of the group's " +
                              std::to_string(world_ranks.size()) + " ranks");
   }
-  std::vector<int> members;
   for (const int64_t r : world_ranks) {
     if (r < 0 || r >= world.size()) {
       mismatch(world_rank, "rank " + std::to_string(r) + " is not a rank of the world's " +
@@ -66,6 +71,22 @@ concord::Communicator group_communicator(int rank, int size,
     }
     members.push_back(static_cast<int>(r));
   }
+  return members;
+}
+
+}  // namespace
+
+concord::Communicator group_communicator(int rank, int size,
+                                         const std::vector<int64_t>& world_ranks,
+                                         const std::string& group_name, double timeout_s) {
+  concord::Communicator world = concord::Communicator::world();
+  const int world_rank = world.rank();
+  std::vector<int> members = members_of(world, rank, size, world_ranks);
+  // Every member comes before any goes on: MPI_Comm_create_group below, and the
+  // engine's set-up after, would otherwise wait for a member that never comes
+  // with no deadline or only with CONCORD_TRANSPORT_TIMEOUT_S, not the group's.
+  meet_group_members(world.mpi_comm(), members, world_rank, group_name, timeout_s);
+  if (world_ranks.empty()) return world;
   GroupHandle world_group, group;
   check(MPI_Comm_group(world.mpi_comm(), &world_group.group), world_rank, "MPI_Comm_group");
   check(MPI_Group_incl(world_group.group, size, members.data(), &group.group), world_rank,

@@ -5,17 +5,22 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace concord_torch {
 
 // The communicator of a group whose members are `world_ranks` (ranks of
 // MPI_COMM_WORLD, in group order; empty: the whole world), in which this
-// process has rank `rank` of `size`. Collective over the group's members only.
-// Throws concord::Error where torch's idea of the group disagrees with MPI's
-// (a RANK or WORLD_SIZE that is not MPI's, a group this process is not in).
+// process has rank `rank` of `size`. Collective over the group's members only,
+// who first meet (group_meeting.hpp) under torch's `group_name` for the group
+// and its timeout, `timeout_s` (0: none). Throws concord::Error where torch's
+// idea of the group disagrees with MPI's (a RANK or WORLD_SIZE that is not
+// MPI's, a group this process is not in), and Error(Timeout) naming the members
+// that did not come within the timeout.
 concord::Communicator group_communicator(int rank, int size,
-                                         const std::vector<int64_t>& world_ranks);
+                                         const std::vector<int64_t>& world_ranks,
+                                         const std::string& group_name, double timeout_s);
 
 // The direct path's communicator (backend.hpp): a duplicate of `group` where
 // CONCORD_TORCH_DIRECT is unset or 1 (read when the group is made; anything but 0 or 1 is
