@@ -120,8 +120,9 @@ std::optional<std::vector<std::int64_t>> receive_by(int from, Deadline deadline,
   }
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+// "0, 2, 3"
+std::string joined(const std::vector<int>& ranks) {
+  std::string text;
   for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
   return text;
 }
@@ -146,6 +147,15 @@ struct Meeting {
                        m.what + ": " + why +
                            "; the group is not made, and a member that comes later fails too: "
                            "end the job, as after a collective's timeout");
+}
+
+// The failure where the first member counted `absent` missing; `counted_by`
+// says who counted where that is not this rank ("" here).
+[[noreturn]] void fail_for_absent(const Meeting& m, const std::vector<int>& absent,
+                                  const std::string& counted_by) {
+  fail_meeting(m, (absent.size() == 1 ? "rank " : "ranks ") + joined(absent) +
+                      " did not come to make it within " + seconds_text(m.timeout_s) +
+                      " (the group's timeout" + counted_by + ")");
 }
 
 // What the first member knows of another member: its arrival's nonce, unless
@@ -199,8 +209,7 @@ void gather_arrivals(const Meeting& m) {
     sends.post(std::move(verdict), other.rank);
   }
   if (!absent.empty()) {
-    fail_meeting(m, ranks_text(absent) + " did not come to make it within " +
-                        seconds_text(m.timeout_s) + " (the group's timeout)");
+    fail_for_absent(m, absent, "");
   }
 }
 
@@ -234,18 +243,13 @@ void await_verdict(const Meeting& m) {
   }
   if (verdict[1] > 0) {
     const std::vector<int> absent(verdict.begin() + 2, verdict.end());
-    fail_meeting(m, ranks_text(absent) + " did not come to make it within " +
-                        seconds_text(m.timeout_s) + " (the group's timeout, as rank " +
-                        std::to_string(first) + " counted it)");
+    fail_for_absent(m, absent, ", as rank " + std::to_string(first) + " counted it");
   }
 }
 
 std::string group_text(const std::string& group_name, const std::vector<int>& members) {
-  std::string text = "torch.distributed process group '" + group_name + "' of world ranks [";
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(members[i]);
-  }
-  return text + "]";
+  return "torch.distributed process group '" + group_name + "' of world ranks [" + joined(members) +
+         "]";
 }
 
 }  // namespace
