@@ -19,6 +19,22 @@ except ImportError as missing:
     collect_ignore_glob = ["test_*.py"]
 
 
+# Longer than any one test takes at 3 ranks on 2 cores (under 30 s), far
+# shorter than CTest's limit for the whole file: a test that hangs ends the
+# process with every thread's traceback, naming the test, and mpiexec ends the
+# other ranks.
+WATCHDOG_S = 180
+
+
+@pytest.fixture(autouse=True)
+def watchdog():
+    import faulthandler
+
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
 @pytest.fixture(scope="session")
 def group():
     import concord.torch  # noqa: F401  (registers the backend, sets RANK etc.)

@@ -143,26 +143,80 @@ def test_a_first_member_that_never_comes_fails_the_others(group):
     if dist.get_rank() != 0:
         start = time.monotonic()
         with pytest.raises(dist.DistBackendError,
-                           match="rank 0, its first member, did not say within 1 s"):
+                           match=r"rank 0, its first member, did not say within 2 s \(the "
+                                 r"group's timeout and a grace of 1 s\)"):
             concord_group_within(1)
         # The timeout and a grace of 1 s for the first member's word.
         assert 2.0 <= time.monotonic() - start < 15
     dist.barrier()
 
 
-def test_a_group_is_made_when_a_member_comes_late_within_the_timeout(group):
+def test_a_first_member_that_comes_after_the_others_gave_up_names_them(group):
     import time
 
-    # After the test above, rank 0 holds the others' arrivals and withdrawals
-    # from the meeting it missed: this meeting must not count them.
     size, rank = dist.get_world_size(), dist.get_rank()
     if size == 1:
         pytest.skip("needs two ranks")
+    others = ", ".join(str(r) for r in range(1, size))
+    if rank == 0:
+        time.sleep(4)  # the others give up after 2 s (the timeout and the grace)
+        with pytest.raises(dist.DistBackendError,
+                           match=f"ranks? {others} came, gave up waiting for rank 0 \\(the "
+                                 r"group's first member\) before it came, and did not come "
+                                 r"again within 1 s"):
+            concord_group_within(1)
+    else:
+        with pytest.raises(dist.DistBackendError, match="rank 0, its first member, did not say"):
+            concord_group_within(1)
+    dist.barrier()
+
+
+def test_a_group_is_made_when_a_member_comes_late_after_a_failed_meeting(group):
+    import time
+
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size == 1:
+        pytest.skip("needs two ranks")
+    # A meeting rank 0 misses: the others' arrivals and withdrawals wait for it,
+    # and the next meeting must not count them.
+    if rank != 0:
+        with pytest.raises(dist.DistBackendError, match="did not say"):
+            concord_group_within(0.5)
+    dist.barrier()
     if rank == size - 1:
         time.sleep(0.5)
     g = concord_group_within(20)
     t = torch.full((3,), float(rank + 1))
     dist.all_reduce(t, group=g)
     assert torch.equal(t, torch.full((3,), float(size * (size + 1) // 2)))
+    dist.destroy_process_group(g)
+    dist.barrier()
+
+
+def test_groups_made_in_different_orders_fail_instead_of_hanging(group):
+    import datetime
+    import time
+
+    # Rank 1 makes [0, 1] while rank 0, its first member, makes [0, 1, 2]: rank 0
+    # answers at once that it is making another group. Before, both went into
+    # MPI_Comm_create_group for different groups and hung there.
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size < 3:
+        pytest.skip("needs three ranks")
+    within = datetime.timedelta(seconds=20)
+    if rank == 1:
+        start = time.monotonic()
+        with pytest.raises(ValueError,
+                           match=r"rank 0, its first member, is making the group of world ranks "
+                                 r"\[0, 1, 2(, \d+)*\] now, not this one: every rank that two "
+                                 r"groups share must call new_group for them in the same order"):
+            dist.new_group([0, 1], backend="concord", timeout=within,
+                           use_local_synchronization=True)
+        assert time.monotonic() - start < 10
+    # Rank 1's error came before the group of every rank timed out: it is made.
+    g = dist.new_group(backend="concord", timeout=within, use_local_synchronization=True)
+    t = torch.full((2,), float(rank))
+    dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.full((2,), float(size * (size - 1) // 2)))
     dist.destroy_process_group(g)
     dist.barrier()

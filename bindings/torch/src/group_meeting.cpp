@@ -1,16 +1,24 @@
 // The members of a new subgroup meet with the group's timeout before
 // MPI_Comm_create_group (group_meeting.hpp). Every other member sends the first
-// member its arrival, numbered by a count of its own (a nonce), and waits for
-// the verdict on that arrival. The first member waits for all of them until
-// the timeout, then tells each member that came which members did not: none,
-// and the group goes ahead into MPI_Comm_create_group, where every member is
-// then known to be. A member that gives up withdraws its arrival, so that a
-// later meeting does not count it, and drops any verdict that answers another
-// arrival than its own.
+// member its arrival, numbered by a count of its own (a nonce) and naming the
+// meeting (a hash of the member list), and waits for the answer to that
+// arrival. The first member waits for all of them until the timeout, then
+// tells each member that came which members did not: none, and the group goes
+// ahead into MPI_Comm_create_group, where every member is then known to be.
+//
+// Words are read from the meeting's members only (the first member reads each
+// other member; the others read the first), so that a word from a rank outside
+// the group, meant for a group made later, waits for that meeting. A member's
+// arrival for another meeting than the one its reader is in now can only mean
+// that the two make their common groups in different orders (or that it gave
+// up on that meeting, and its withdrawal follows): the reader answers it at
+// once that it is making another group, so that the two fail instead of going
+// into MPI_Comm_create_group for different groups, where both would hang.
 #include "group_meeting.hpp"
 
 #include <concord/error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -18,6 +26,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace concord_torch {
@@ -26,18 +36,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = std::optional<Clock::time_point>;  // nullopt: for ever
+using Word = std::vector<std::int64_t>;
 
 // How much longer than the timeout a member waits for the first member's
 // verdict: the first member's timeout starts when it comes, which may be later
 // than this member's, and its verdict names the absent. Past it, the member
 // fails without one.
 constexpr std::chrono::seconds kVerdictGrace{1};
-// Between two tests of the pending messages: short beside a group's set-up,
-// long enough not to spin a core that other ranks on the node may need.
-constexpr std::chrono::microseconds kPollInterval{50};
+// Polling for words backs off from the first interval to the longest: short
+// beside a group's set-up while the others are arriving, and no spinning of a
+// core that other ranks on the node may need while one is late.
+constexpr std::chrono::microseconds kFirstPoll{20};
+constexpr std::chrono::microseconds kLongestPoll{1000};
+// Rank lists longer than this are shortened in messages.
+constexpr std::size_t kRanksShown = 16;
 
-// A member's word to the first member: {kind, nonce}.
-enum Kind : std::int64_t { kArrive = 1, kWithdraw = 2 };
+// Each word leads with its kind:
+//   a member to the first:  {kArrive, nonce, meeting}, {kWithdraw, nonce, meeting}
+//   the first to a member:  {kVerdict, nonce, meeting, n, n ranks absent, m, m ranks that gave up}
+//                           {kOtherGroup, nonce, its own meeting, n, its n members}
+enum Kind : std::int64_t { kArrive = 1, kWithdraw = 2, kVerdict = 3, kOtherGroup = 4 };
 
 Deadline deadline_after(double timeout_s, Clock::duration extra = {}) {
   if (timeout_s <= 0) return std::nullopt;
@@ -50,11 +68,34 @@ bool passed(const Deadline& deadline) {
   return deadline && Clock::now() >= *deadline;
 }
 
+class Backoff {
+ public:
+  void reset() { next_ = kFirstPoll; }
+  void wait() {
+    std::this_thread::sleep_for(next_);
+    next_ = std::min(next_ * 2, kLongestPoll);
+  }
+
+ private:
+  std::chrono::microseconds next_{kFirstPoll};
+};
+
 void check_call(int rc, int world_rank, const char* call) {
   if (rc != MPI_SUCCESS) {
     throw concord::Error(concord::ErrorCode::MpiError, world_rank,
                          std::string(call) + " failed in the meeting before a process group");
   }
+}
+
+// The meeting's name in every word: FNV-1a over the member list, so that
+// groups of different members are told apart (groups of the same members are
+// not; their first member is the same, and their words alike).
+std::int64_t meeting_id(const std::vector<int>& members) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (const int rank : members) {
+    hash = (hash ^ static_cast<std::uint32_t>(rank)) * 1099511628211ULL;
+  }
+  return static_cast<std::int64_t>(hash);
 }
 
 // A meeting's sends: each buffer is kept until its send completes. At the end
@@ -69,11 +110,12 @@ class Sends {
   Sends& operator=(const Sends&) = delete;
   ~Sends() {
     const Clock::time_point until = Clock::now() + kVerdictGrace;
+    Backoff backoff;
     for (std::size_t i = 0; i < requests_.size(); ++i) {
       int done = 0;
       while (MPI_Test(&requests_[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
              Clock::now() < until) {
-        std::this_thread::sleep_for(kPollInterval);
+        backoff.wait();
       }
       if (!done && requests_[i] != MPI_REQUEST_NULL) {
         MPI_Request_free(&requests_[i]);
@@ -81,50 +123,63 @@ class Sends {
       }
     }
   }
-  void post(std::vector<std::int64_t> words, int to) {
-    buffers_.push_back(std::make_unique<std::vector<std::int64_t>>(std::move(words)));
+  void post(Word word, int to) {
+    buffers_.push_back(std::make_unique<Word>(std::move(word)));
     requests_.push_back(MPI_REQUEST_NULL);
-    const std::vector<std::int64_t>& buffer = *buffers_.back();
+    const Word& buffer = *buffers_.back();
     check_call(MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_INT64_T, to,
                          kMeetingTag, world_, &requests_.back()),
                world_rank_, "MPI_Isend");
+  }
+  // On a path that is failing already: a send that fails too is left out.
+  void post_quietly(Word word, int to) noexcept {
+    try {
+      post(std::move(word), to);
+    } catch (...) {
+      // The failure on its way says more than this one would.
+    }
   }
 
  private:
   MPI_Comm world_;
   int world_rank_;
-  std::vector<std::unique_ptr<std::vector<std::int64_t>>> buffers_;
+  std::vector<std::unique_ptr<Word>> buffers_;
   std::vector<MPI_Request> requests_;
 };
 
-// The next message from `from` if one has come by `deadline` (matched by a
-// probe, so nothing is left pending when none has: no receive to cancel).
-std::optional<std::vector<std::int64_t>> receive_by(int from, Deadline deadline, MPI_Comm world,
-                                                    int world_rank) {
-  for (;;) {
-    int found = 0;
-    MPI_Message message = MPI_MESSAGE_NULL;
-    MPI_Status status;
-    check_call(MPI_Improbe(from, kMeetingTag, world, &found, &message, &status), world_rank,
-               "MPI_Improbe");
-    if (found) {
-      int count = 0;
-      check_call(MPI_Get_count(&status, MPI_INT64_T, &count), world_rank, "MPI_Get_count");
-      std::vector<std::int64_t> words(static_cast<std::size_t>(count));
-      check_call(MPI_Mrecv(words.data(), count, MPI_INT64_T, &message, MPI_STATUS_IGNORE),
-                 world_rank, "MPI_Mrecv");
-      return words;
-    }
-    if (passed(deadline)) return std::nullopt;
-    std::this_thread::sleep_for(kPollInterval);
-  }
+// The next word from `from` if one has come (matched by a probe, so nothing is
+// left pending when none has: no receive to cancel).
+std::optional<Word> receive_now(int from, MPI_Comm world, int world_rank) {
+  int found = 0;
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  check_call(MPI_Improbe(from, kMeetingTag, world, &found, &message, &status), world_rank,
+             "MPI_Improbe");
+  if (!found) return std::nullopt;
+  int count = 0;
+  check_call(MPI_Get_count(&status, MPI_INT64_T, &count), world_rank, "MPI_Get_count");
+  Word word(static_cast<std::size_t>(count));
+  check_call(MPI_Mrecv(word.data(), count, MPI_INT64_T, &message, MPI_STATUS_IGNORE), world_rank,
+             "MPI_Mrecv");
+  return word;
 }
 
-// "0, 2, 3"
+// "0, 2, 3"; a long list shortened to its first and last ranks and its length.
 std::string joined(const std::vector<int>& ranks) {
-  std::string text;
-  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text;
+  const auto text_of = [&](std::size_t from, std::size_t to) {
+    std::string text;
+    for (std::size_t i = from; i < to; ++i) {
+      text += (i > from ? ", " : "") + std::to_string(ranks[i]);
+    }
+    return text;
+  };
+  if (ranks.size() <= kRanksShown) return text_of(0, ranks.size());
+  return text_of(0, kRanksShown / 2) + ", ..., " + text_of(ranks.size() - 2, ranks.size()) + " (" +
+         std::to_string(ranks.size()) + " in all)";
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + joined(ranks);
 }
 
 std::string seconds_text(double timeout_s) {
@@ -134,83 +189,142 @@ std::string seconds_text(double timeout_s) {
   return text + " s";
 }
 
+std::string group_text(const std::string& group_name, const std::vector<int>& members) {
+  return "torch.distributed process group '" + group_name + "' of world ranks [" + joined(members) +
+         "]";
+}
+
 struct Meeting {
   MPI_Comm world;
   const std::vector<int>& members;
   int world_rank;
   std::string what;  // "torch.distributed process group '3' of world ranks [0, 2]"
   double timeout_s;
+  std::int64_t id;
 };
 
-[[noreturn]] void fail_meeting(const Meeting& m, const std::string& why) {
-  throw concord::Error(concord::ErrorCode::Timeout, m.world_rank,
+[[noreturn]] void fail_meeting(const Meeting& m, const std::string& why,
+                               concord::ErrorCode code = concord::ErrorCode::Timeout) {
+  throw concord::Error(code, m.world_rank,
                        m.what + ": " + why +
                            "; the group is not made, and a member that comes later fails too: "
                            "end the job, as after a collective's timeout");
 }
 
-// The failure where the first member counted `absent` missing; `counted_by`
-// says who counted where that is not this rank ("" here).
-[[noreturn]] void fail_for_absent(const Meeting& m, const std::vector<int>& absent,
+// Who the first member counted missing: `absent` never came; `gave_up` came
+// before the first member did and withdrew, and did not come again.
+struct Absence {
+  std::vector<int> absent;
+  std::vector<int> gave_up;
+  bool empty() const { return absent.empty() && gave_up.empty(); }
+};
+
+// The failure for `absence`; `counted_by` says who counted where that is not
+// this rank ("" here).
+[[noreturn]] void fail_for_absent(const Meeting& m, const Absence& absence,
                                   const std::string& counted_by) {
-  fail_meeting(m, (absent.size() == 1 ? "rank " : "ranks ") + joined(absent) +
-                      " did not come to make it within " + seconds_text(m.timeout_s) +
-                      " (the group's timeout" + counted_by + ")");
+  std::string why;
+  if (!absence.absent.empty()) {
+    why = ranks_text(absence.absent) + " did not come to make it within " +
+          seconds_text(m.timeout_s) + " (the group's timeout" + counted_by + ")";
+  }
+  if (!absence.gave_up.empty()) {
+    why += (why.empty() ? "" : "; ") + ranks_text(absence.gave_up) + " came, gave up waiting for " +
+           "rank " + std::to_string(m.members.front()) + " (the group's first member) before it " +
+           "came, and did not come again within " + seconds_text(m.timeout_s) +
+           " (the group's timeout" + counted_by + ")";
+  }
+  fail_meeting(m, why);
 }
 
-// What the first member knows of another member: its arrival's nonce, unless
-// none has come or the last one was withdrawn.
-struct Attendance {
+// What one rank reads from another in a meeting: the other's arrival for this
+// meeting (standing unless withdrawn) and an arrival for any other, which the
+// reader answers as soon as it has read what else has come from that rank.
+struct Words {
+  explicit Words(int from) : rank(from) {}
   int rank;
-  std::optional<std::int64_t> arrival;
-  // A word of another size is not a member's (a verdict cannot come this way).
-  void take(const std::vector<std::int64_t>& word) {
-    if (word.size() != 2) return;
-    if (word[0] == kArrive) arrival = word[1];
-    if (word[0] == kWithdraw && arrival == word[1]) arrival.reset();
+  std::optional<std::int64_t> arrival;        // its nonce
+  bool withdrew = false;                      // an arrival for this meeting, withdrawn
+  std::optional<std::int64_t> other_arrival;  // for another meeting, not withdrawn
+  std::optional<Word> answer;                 // to this rank's own arrival
+
+  // Reads everything that has come from `rank` (up to an answer); `nonce` is
+  // this rank's own arrival's (0: none, on the first member). Whether any came.
+  bool read(const Meeting& m, std::int64_t nonce) {
+    bool came = false;
+    while (!answer) {
+      auto word = receive_now(rank, m.world, m.world_rank);
+      if (!word) break;
+      take(std::move(*word), m.id, nonce);
+      came = true;
+    }
+    return came;
+  }
+  // A word that is neither a member's nor the answer to `nonce` answers an
+  // arrival this rank gave up on: dropped.
+  void take(Word word, std::int64_t id, std::int64_t nonce) {
+    const bool member_word = word.size() == 3 && (word[0] == kArrive || word[0] == kWithdraw);
+    if (member_word && word[0] == kArrive) {
+      (word[2] == id ? arrival : other_arrival) = word[1];
+      if (word[2] == id) withdrew = false;
+    } else if (member_word) {
+      if (arrival == word[1]) {
+        arrival.reset();
+        withdrew = true;
+      }
+      if (other_arrival == word[1]) other_arrival.reset();
+    } else if (nonce != 0 && word.size() >= 4 && word[1] == nonce &&
+               (word[0] == kOtherGroup || (word[0] == kVerdict && word[2] == id))) {
+      answer = std::move(word);
+    }
+  }
+  // Tells the rank of a standing arrival for another meeting which group this
+  // rank is making now.
+  void answer_other_arrival(const Meeting& m, Sends& sends) {
+    if (!other_arrival) return;
+    Word reply{kOtherGroup, *other_arrival, m.id, static_cast<std::int64_t>(m.members.size())};
+    reply.insert(reply.end(), m.members.begin(), m.members.end());
+    sends.post(std::move(reply), rank);
+    other_arrival.reset();
   }
 };
 
-void take_what_has_come(Attendance& other, const Meeting& m) {
-  while (const auto word = receive_by(other.rank, Clock::now(), m.world, m.world_rank)) {
-    other.take(*word);
-  }
-}
-
-// The first member: takes the others' words until each has an arrival standing
+// The first member: reads the others' words until each has an arrival standing
 // or the timeout passes, then everything they have sent by now (a withdrawal
 // after the arrival, perhaps); then tells each that came who did not.
 void gather_arrivals(const Meeting& m) {
-  std::vector<Attendance> others;
-  for (std::size_t i = 1; i < m.members.size(); ++i) others.push_back({m.members[i], {}});
+  std::vector<Words> others;
+  for (std::size_t i = 1; i < m.members.size(); ++i) others.emplace_back(m.members[i]);
   const Deadline deadline = deadline_after(m.timeout_s);
-  for (Attendance& other : others) {
-    // Everything it has sent so far first: an arrival left by a meeting it gave
-    // up on is followed by its withdrawal.
-    for (;;) {
-      take_what_has_come(other, m);
-      if (other.arrival) break;
-      const auto word = receive_by(other.rank, deadline, m.world, m.world_rank);
-      if (!word) break;
-      other.take(*word);
-    }
-  }
-  std::vector<int> absent;
-  for (Attendance& other : others) {
-    take_what_has_come(other, m);  // a withdrawal since, perhaps
-    if (!other.arrival) absent.push_back(other.rank);
-  }
   Sends sends(m.world, m.world_rank);
-  for (const Attendance& other : others) {
+  Backoff backoff;
+  for (bool all_here = false; !all_here;) {
+    all_here = true;
+    bool heard = false;
+    for (Words& other : others) {
+      heard |= other.read(m, 0);
+      other.answer_other_arrival(m, sends);
+      all_here &= other.arrival.has_value();
+    }
+    if (all_here || passed(deadline)) break;
+    if (heard) backoff.reset();
+    backoff.wait();
+  }
+  Absence absence;
+  for (Words& other : others) {
+    other.read(m, 0);  // a withdrawal since, perhaps
+    other.answer_other_arrival(m, sends);
+    if (!other.arrival) (other.withdrew ? absence.gave_up : absence.absent).push_back(other.rank);
+  }
+  for (const Words& other : others) {
     if (!other.arrival) continue;
-    // {the arrival answered, how many did not come, their world ranks}
-    std::vector<std::int64_t> verdict{*other.arrival, static_cast<std::int64_t>(absent.size())};
-    verdict.insert(verdict.end(), absent.begin(), absent.end());
+    Word verdict{kVerdict, *other.arrival, m.id, static_cast<std::int64_t>(absence.absent.size())};
+    verdict.insert(verdict.end(), absence.absent.begin(), absence.absent.end());
+    verdict.push_back(static_cast<std::int64_t>(absence.gave_up.size()));
+    verdict.insert(verdict.end(), absence.gave_up.begin(), absence.gave_up.end());
     sends.post(std::move(verdict), other.rank);
   }
-  if (!absent.empty()) {
-    fail_for_absent(m, absent, "");
-  }
+  if (!absence.empty()) fail_for_absent(m, absence, "");
 }
 
 std::int64_t next_nonce() {
@@ -218,38 +332,73 @@ std::int64_t next_nonce() {
   return ++count;
 }
 
-// Any other member: sends its arrival, then waits for the verdict on it.
+// The first member's answer to arrival `nonce`, if it comes by `deadline`.
+std::optional<Word> answer_by(const Meeting& m, std::int64_t nonce, Deadline deadline,
+                              Sends& sends) {
+  Words first(m.members.front());
+  Backoff backoff;
+  for (;;) {
+    const bool last = passed(deadline);  // then one more read, after the deadline
+    const bool came = first.read(m, nonce);
+    // The first member's own arrival for a group this rank is first of: it
+    // makes their groups in another order (or gave up on that one).
+    first.answer_other_arrival(m, sends);
+    if (first.answer) return first.answer;
+    if (last) return std::nullopt;
+    if (came) backoff.reset();
+    backoff.wait();
+  }
+}
+
+// The list of ranks at `at` in `word` (its length first, then the ranks), and
+// the index after it; cut short where the word is.
+std::pair<std::vector<int>, std::size_t> ranks_in(const Word& word, std::size_t at) {
+  std::vector<int> ranks;
+  if (at >= word.size()) return {ranks, word.size()};
+  const std::int64_t count = word[at];
+  std::size_t i = at + 1;
+  for (std::int64_t n = 0; n < count && i < word.size(); ++n, ++i) {
+    ranks.push_back(static_cast<int>(word[i]));
+  }
+  return {ranks, i};
+}
+
+// Any other member: sends its arrival, then waits for the answer to it.
 void await_verdict(const Meeting& m) {
   const int first = m.members.front();
   const std::int64_t nonce = next_nonce();
   Sends sends(m.world, m.world_rank);
-  sends.post({kArrive, nonce}, first);
-  const Deadline deadline = deadline_after(m.timeout_s, kVerdictGrace);
-  std::vector<std::int64_t> verdict;
-  for (;;) {
-    auto answer = receive_by(first, deadline, m.world, m.world_rank);
-    if (!answer) {
-      sends.post({kWithdraw, nonce}, first);
-      fail_meeting(m, "rank " + std::to_string(first) + ", its first member, did not say within " +
-                          seconds_text(m.timeout_s) +
-                          " (the group's timeout) that every member came (it may not have come "
-                          "itself)");
-    }
-    if (answer->size() >= 2 && (*answer)[0] == nonce) {
-      verdict = std::move(*answer);
-      break;
-    }
-    // Else it answers an arrival of an earlier meeting, one this rank gave up on.
+  sends.post({kArrive, nonce, m.id}, first);
+  std::optional<Word> answer;
+  try {
+    answer = answer_by(m, nonce, deadline_after(m.timeout_s, kVerdictGrace), sends);
+  } catch (...) {
+    sends.post_quietly({kWithdraw, nonce, m.id}, first);  // an MPI call failed
+    throw;
   }
-  if (verdict[1] > 0) {
-    const std::vector<int> absent(verdict.begin() + 2, verdict.end());
-    fail_for_absent(m, absent, ", as rank " + std::to_string(first) + " counted it");
+  const std::string first_text = "rank " + std::to_string(first) + ", its first member,";
+  if (!answer) {
+    sends.post({kWithdraw, nonce, m.id}, first);
+    fail_meeting(m, first_text + " did not say within " +
+                        seconds_text(m.timeout_s + static_cast<double>(kVerdictGrace.count())) +
+                        " (the group's timeout and a grace of " +
+                        seconds_text(static_cast<double>(kVerdictGrace.count())) +
+                        ") that every member came (it may not have come itself)");
   }
-}
-
-std::string group_text(const std::string& group_name, const std::vector<int>& members) {
-  return "torch.distributed process group '" + group_name + "' of world ranks [" + joined(members) +
-         "]";
+  if ((*answer)[0] == kOtherGroup) {
+    fail_meeting(m,
+                 first_text + " is making the group of world ranks [" +
+                     joined(ranks_in(*answer, 3).first) +
+                     "] now, not this one: every rank that two groups share must call new_group "
+                     "for them in the same order",
+                 concord::ErrorCode::Mismatch);
+  }
+  Absence absence;
+  std::size_t next = 0;
+  std::tie(absence.absent, next) = ranks_in(*answer, 3);
+  absence.gave_up = ranks_in(*answer, next).first;
+  if (!absence.empty())
+    fail_for_absent(m, absence, ", as rank " + std::to_string(first) + " counted it");
 }
 
 }  // namespace
@@ -257,7 +406,8 @@ std::string group_text(const std::string& group_name, const std::vector<int>& me
 void meet_group_members(MPI_Comm world, const std::vector<int>& members, int world_rank,
                         const std::string& group_name, double timeout_s) {
   if (members.size() < 2) return;
-  const Meeting meeting{world, members, world_rank, group_text(group_name, members), timeout_s};
+  const Meeting meeting{
+      world, members, world_rank, group_text(group_name, members), timeout_s, meeting_id(members)};
   if (world_rank == members.front()) {
     gather_arrivals(meeting);
   } else {

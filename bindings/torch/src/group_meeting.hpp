@@ -19,12 +19,19 @@ namespace concord_torch {
 // concord::Error(Timeout) naming the members that did not come in time: on the
 // first member after timeout_s, which also tells the members that came; on the
 // others once told, or after timeout_s and a grace with no word from the first.
+// Throws concord::Error(Mismatch) where the first member is making another
+// group, of other members, at the time: ranks that two groups share must make
+// them in the same order, or MPI_Comm_create_group would wait for ever.
 //
 // A member that gives up says so, and every answer names the arrival it
 // answers, so a meeting is not misled by what an earlier, failed one left
 // behind. What cannot be ruled out: a member giving up in the very moment that
 // the first member finds every member there; the others then wait for it in
 // MPI_Comm_create_group.
+//
+// One meeting at a time in a process: torch makes its groups one after
+// another. Two made at once from two threads (this call holds no GIL) could
+// read each other's words, and are not supported.
 void meet_group_members(MPI_Comm world, const std::vector<int>& members, int world_rank,
                         const std::string& group_name, double timeout_s);
 
