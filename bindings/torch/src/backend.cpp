@@ -32,14 +32,14 @@ concord::EngineOptions engine_options(double timeout_s) {
 // Work, the steps and the handles out of it: what they hold (the tensors) is
 // released when the collective completes, not when the engine forgets it.
 struct LaunchState {
-  LaunchState(c10::intrusive_ptr<ConcordWork> w, std::vector<Step> s, InFlight* f)
+  LaunchState(c10::intrusive_ptr<ConcordWork> w, std::vector<Step> s, InFlight* f, bool after)
       : remaining(static_cast<int>(s.size())),
         handles(s.size()),
         work(std::move(w)),
         steps(std::move(s)),
-        in_flight(f) {
-    in_flight->add();
-  }
+        in_flight(f),
+        launch(f->add()),
+        after_earlier(after) {}
   std::atomic<int> remaining;
   std::mutex mutex;
   std::exception_ptr error;  // the first
@@ -47,7 +47,9 @@ struct LaunchState {
   std::promise<void> enqueued;
   c10::intrusive_ptr<ConcordWork> work;
   std::vector<Step> steps;
-  InFlight* in_flight;  // the backend's, which outlives its completer's tasks
+  InFlight* in_flight;   // the backend's, which outlives its completer's tasks
+  std::uint64_t launch;  // its number in in_flight
+  bool after_earlier;    // a barrier: its Work completes after the earlier launches'
   void fail(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!error) error = std::move(e);
@@ -70,10 +72,15 @@ void finish_launch(const std::shared_ptr<LaunchState>& state) {
       error = std::current_exception();
     }
   }
-  // Its results are in place: a direct call may run now. Before the Work's
-  // callbacks, which may wait for one.
-  state->in_flight->done();
-  work->complete(error);
+  // The earlier launches' completions may be running on the completer's other
+  // threads still. This one holds a thread while it waits for them; theirs
+  // were posted before it or start threads of their own (work.hpp).
+  if (state->after_earlier) state->in_flight->wait_before(state->launch);
+  work->complete_work(error);
+  // Its results are in place and its Work is complete: a direct call may run
+  // now. Before the Future's callbacks, which may wait for one.
+  state->in_flight->done(state->launch);
+  work->complete_future(error);
 }
 
 }  // namespace
@@ -135,7 +142,9 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::launch(c10d::OpType type, const c
     return work;
   }
   const std::size_t count = steps.size();
-  auto state = std::make_shared<LaunchState>(work, std::move(steps), &in_flight_);
+  // A barrier completes after every earlier call of the group, as gloo's does.
+  auto state = std::make_shared<LaunchState>(work, std::move(steps), &in_flight_,
+                                             type == c10d::OpType::BARRIER);
   Completer* completer = &completer_;
   auto finish = [completer, state] { completer->post([state] { finish_launch(state); }); };
   // Step i could not be enqueued: the Work fails with `error` once the steps
@@ -157,14 +166,14 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::launch(c10d::OpType type, const c
       }
     } catch (const concord::Error& e) {
       if (i == 0) {  // nothing in flight yet: raise at once
-        in_flight_.done();
+        in_flight_.done(state->launch);
         throw_torch_error(e);
       }
       give_up(work_error(e), i);
       break;
     } catch (...) {
       if (i == 0) {
-        in_flight_.done();
+        in_flight_.done(state->launch);
         throw;
       }
       give_up(std::current_exception(), i);

@@ -34,20 +34,25 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace concord_torch {
 
-// The engine collectives this backend launched and has not finished: a direct
-// call waits until there are none, so it runs after them as it was called.
+// The engine collectives this backend launched and has not finished, by launch
+// number: a direct call waits until there are none, so it runs after them as
+// it was called; an engine barrier's Work waits for the ones launched before
+// it, whose completions may still run on the completer's other threads.
 struct InFlight {
   std::mutex mutex;
-  std::condition_variable idle;
-  std::size_t count = 0;
-  void add();
-  void done();
+  std::condition_variable changed;
+  std::uint64_t launched = 0;
+  std::set<std::uint64_t> open;  // launch numbers
+  std::uint64_t add();           // the new launch's number
+  void done(std::uint64_t launch);
   void wait_idle();
+  void wait_before(std::uint64_t launch);
 };
 
 // One engine enqueue of a collective, and what to do with its results.

@@ -20,19 +20,28 @@
 
 namespace concord_torch {
 
-void InFlight::add() {
+std::uint64_t InFlight::add() {
   std::lock_guard<std::mutex> lock(mutex);
-  ++count;
+  open.insert(++launched);
+  return launched;
 }
 
-void InFlight::done() {
-  std::lock_guard<std::mutex> lock(mutex);
-  if (--count == 0) idle.notify_all();
+void InFlight::done(std::uint64_t launch) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    open.erase(launch);
+  }
+  changed.notify_all();
 }
 
 void InFlight::wait_idle() {
   std::unique_lock<std::mutex> lock(mutex);
-  idle.wait(lock, [this] { return count == 0; });
+  changed.wait(lock, [this] { return open.empty(); });
+}
+
+void InFlight::wait_before(std::uint64_t launch) {
+  std::unique_lock<std::mutex> lock(mutex);
+  changed.wait(lock, [&] { return open.empty() || *open.begin() >= launch; });
 }
 
 namespace {
