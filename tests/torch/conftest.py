@@ -19,20 +19,24 @@ except ImportError as missing:
     collect_ignore_glob = ["test_*.py"]
 
 
-# Longer than any one test takes at 3 ranks on 2 cores (under 30 s), far
+# Longer than any one test takes at 3 ranks on 2 cores (under 30 s), with its
+# fixtures (the session's group at the first test and the last), and far
 # shorter than CTest's limit for the whole file: a test that hangs ends the
 # process with every thread's traceback, naming the test, and mpiexec ends the
 # other ranks.
 WATCHDOG_S = 180
 
 
-@pytest.fixture(autouse=True)
-def watchdog():
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
     import faulthandler
 
-    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
+    # To the real stderr, taken here between tests: during one, pytest captures
+    # it, and what it captured is lost when the watchdog ends the process.
+    with os.fdopen(os.dup(2), "w") as stderr:
+        faulthandler.dump_traceback_later(WATCHDOG_S, exit=True, file=stderr)
+        yield
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")

@@ -53,12 +53,14 @@ constexpr std::size_t kRanksShown = 16;
 
 // Each word leads with its kind:
 //   a member to the first:  {kArrive, nonce, meeting}, {kWithdraw, nonce, meeting}
-//   the first to a member:  {kVerdict, nonce, meeting, n, n ranks absent, m, m ranks that gave up}
+//   the first to a member:  {kVerdict, nonce, meeting, then Absence's three lists}
 //                           {kOtherGroup, nonce, its own meeting, n, its n members}
 enum Kind : std::int64_t { kArrive = 1, kWithdraw = 2, kVerdict = 3, kOtherGroup = 4 };
 
 Deadline deadline_after(double timeout_s, Clock::duration extra = {}) {
-  if (timeout_s <= 0) return std::nullopt;
+  // Past a century (beyond what the clock's nanoseconds can count, from about
+  // 292 years): for ever.
+  if (timeout_s <= 0 || timeout_s > 100 * 365.25 * 86400) return std::nullopt;
   return Clock::now() +
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s)) +
          extra;
@@ -127,9 +129,10 @@ class Sends {
     buffers_.push_back(std::make_unique<Word>(std::move(word)));
     requests_.push_back(MPI_REQUEST_NULL);
     const Word& buffer = *buffers_.back();
-    check_call(MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_INT64_T, to,
-                         kMeetingTag, world_, &requests_.back()),
-               world_rank_, "MPI_Isend");
+    const int rc = MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_INT64_T, to,
+                             kMeetingTag, world_, &requests_.back());
+    if (rc != MPI_SUCCESS) requests_.back() = MPI_REQUEST_NULL;  // undefined after a failure
+    check_call(rc, world_rank_, "MPI_Isend");
   }
   // On a path that is failing already: a send that fails too is left out.
   void post_quietly(Word word, int to) noexcept {
@@ -194,6 +197,19 @@ std::string group_text(const std::string& group_name, const std::vector<int>& me
          "]";
 }
 
+// The list of ranks at `at` in `word` (its length first, then the ranks), and
+// the index after it; cut short where the word is.
+std::pair<std::vector<int>, std::size_t> ranks_in(const Word& word, std::size_t at) {
+  std::vector<int> ranks;
+  if (at >= word.size()) return {ranks, word.size()};
+  const std::int64_t count = word[at];
+  std::size_t i = at + 1;
+  for (std::int64_t n = 0; n < count && i < word.size(); ++n, ++i) {
+    ranks.push_back(static_cast<int>(word[i]));
+  }
+  return {ranks, i};
+}
+
 struct Meeting {
   MPI_Comm world;
   const std::vector<int>& members;
@@ -212,28 +228,55 @@ struct Meeting {
 }
 
 // Who the first member counted missing: `absent` never came; `gave_up` came
-// before the first member did and withdrew, and did not come again.
+// before the first member did and withdrew, and did not come again;
+// `elsewhere` came to make another group instead (and was told so).
 struct Absence {
   std::vector<int> absent;
   std::vector<int> gave_up;
-  bool empty() const { return absent.empty() && gave_up.empty(); }
+  std::vector<int> elsewhere;
+  bool empty() const { return absent.empty() && gave_up.empty() && elsewhere.empty(); }
+  // The verdict's lists, each its length and then its ranks.
+  void append_to(Word& word) const {
+    for (const std::vector<int>* list : {&absent, &gave_up, &elsewhere}) {
+      word.push_back(static_cast<std::int64_t>(list->size()));
+      word.insert(word.end(), list->begin(), list->end());
+    }
+  }
+  static Absence read_from(const Word& word, std::size_t at) {
+    Absence absence;
+    for (std::vector<int>* list : {&absence.absent, &absence.gave_up, &absence.elsewhere}) {
+      std::tie(*list, at) = ranks_in(word, at);
+    }
+    return absence;
+  }
 };
 
 // The failure for `absence`; `counted_by` says who counted where that is not
 // this rank ("" here).
 [[noreturn]] void fail_for_absent(const Meeting& m, const Absence& absence,
                                   const std::string& counted_by) {
-  std::string why;
+  const std::string within =
+      " within " + seconds_text(m.timeout_s) + " (the group's timeout" + counted_by + ")";
+  const std::string first = "rank " + std::to_string(m.members.front());
+  std::vector<std::string> parts;
   if (!absence.absent.empty()) {
-    why = ranks_text(absence.absent) + " did not come to make it within " +
-          seconds_text(m.timeout_s) + " (the group's timeout" + counted_by + ")";
+    parts.push_back(ranks_text(absence.absent) + " did not come to make it" + within);
   }
   if (!absence.gave_up.empty()) {
-    why += (why.empty() ? "" : "; ") + ranks_text(absence.gave_up) + " came, gave up waiting for " +
-           "rank " + std::to_string(m.members.front()) + " (the group's first member) before it " +
-           "came, and did not come again within " + seconds_text(m.timeout_s) +
-           " (the group's timeout" + counted_by + ")";
+    parts.push_back(ranks_text(absence.gave_up) + " came more than " +
+                    seconds_text(static_cast<double>(kVerdictGrace.count())) + " before " + first +
+                    " (the group's first member) did, gave up waiting for its word, and did not "
+                    "come again" +
+                    within);
   }
+  if (!absence.elsewhere.empty()) {
+    parts.push_back(ranks_text(absence.elsewhere) +
+                    " came to make another group instead (new_group "
+                    "calls in another order than " +
+                    first + "'s) and not this one" + within);
+  }
+  std::string why;
+  for (const std::string& part : parts) why += (why.empty() ? "" : "; ") + part;
   fail_meeting(m, why);
 }
 
@@ -246,6 +289,7 @@ struct Words {
   std::optional<std::int64_t> arrival;        // its nonce
   bool withdrew = false;                      // an arrival for this meeting, withdrawn
   std::optional<std::int64_t> other_arrival;  // for another meeting, not withdrawn
+  bool told_other = false;                    // answered that this rank makes another
   std::optional<Word> answer;                 // to this rank's own arrival
 
   // Reads everything that has come from `rank` (up to an answer); `nonce` is
@@ -286,6 +330,7 @@ struct Words {
     reply.insert(reply.end(), m.members.begin(), m.members.end());
     sends.post(std::move(reply), rank);
     other_arrival.reset();
+    told_other = true;
   }
 };
 
@@ -314,14 +359,16 @@ void gather_arrivals(const Meeting& m) {
   for (Words& other : others) {
     other.read(m, 0);  // a withdrawal since, perhaps
     other.answer_other_arrival(m, sends);
-    if (!other.arrival) (other.withdrew ? absence.gave_up : absence.absent).push_back(other.rank);
+    if (other.arrival) continue;
+    auto& list = other.told_other ? absence.elsewhere
+                 : other.withdrew ? absence.gave_up
+                                  : absence.absent;
+    list.push_back(other.rank);
   }
   for (const Words& other : others) {
     if (!other.arrival) continue;
-    Word verdict{kVerdict, *other.arrival, m.id, static_cast<std::int64_t>(absence.absent.size())};
-    verdict.insert(verdict.end(), absence.absent.begin(), absence.absent.end());
-    verdict.push_back(static_cast<std::int64_t>(absence.gave_up.size()));
-    verdict.insert(verdict.end(), absence.gave_up.begin(), absence.gave_up.end());
+    Word verdict{kVerdict, *other.arrival, m.id};
+    absence.append_to(verdict);
     sends.post(std::move(verdict), other.rank);
   }
   if (!absence.empty()) fail_for_absent(m, absence, "");
@@ -333,34 +380,32 @@ std::int64_t next_nonce() {
 }
 
 // The first member's answer to arrival `nonce`, if it comes by `deadline`.
+// Meanwhile the other members are read too: an arrival from one of them (or
+// from the first member itself) is for a group this rank is first of, never for
+// this meeting, so they make their groups in another order (or it gave up on
+// that one): it is told at once that this rank is making this group. No word
+// for a group made after this one can come meanwhile: a member goes on to one
+// only once this group is made, which MPI_Comm_create_group and the engine's
+// set-up (an MPI_Comm_idup) hold back until every member has left its meeting.
 std::optional<Word> answer_by(const Meeting& m, std::int64_t nonce, Deadline deadline,
                               Sends& sends) {
-  Words first(m.members.front());
+  std::vector<Words> members;  // the first member first
+  for (const int rank : m.members) {
+    if (rank != m.world_rank) members.emplace_back(rank);
+  }
   Backoff backoff;
   for (;;) {
     const bool last = passed(deadline);  // then one more read, after the deadline
-    const bool came = first.read(m, nonce);
-    // The first member's own arrival for a group this rank is first of: it
-    // makes their groups in another order (or gave up on that one).
-    first.answer_other_arrival(m, sends);
-    if (first.answer) return first.answer;
+    bool came = false;
+    for (Words& member : members) {  // the first member first: its answer ends the wait
+      came |= member.read(m, member.rank == m.members.front() ? nonce : 0);
+      if (member.answer) return member.answer;
+      member.answer_other_arrival(m, sends);
+    }
     if (last) return std::nullopt;
     if (came) backoff.reset();
     backoff.wait();
   }
-}
-
-// The list of ranks at `at` in `word` (its length first, then the ranks), and
-// the index after it; cut short where the word is.
-std::pair<std::vector<int>, std::size_t> ranks_in(const Word& word, std::size_t at) {
-  std::vector<int> ranks;
-  if (at >= word.size()) return {ranks, word.size()};
-  const std::int64_t count = word[at];
-  std::size_t i = at + 1;
-  for (std::int64_t n = 0; n < count && i < word.size(); ++n, ++i) {
-    ranks.push_back(static_cast<int>(word[i]));
-  }
-  return {ranks, i};
 }
 
 // Any other member: sends its arrival, then waits for the answer to it.
@@ -393,10 +438,7 @@ void await_verdict(const Meeting& m) {
                      "for them in the same order",
                  concord::ErrorCode::Mismatch);
   }
-  Absence absence;
-  std::size_t next = 0;
-  std::tie(absence.absent, next) = ranks_in(*answer, 3);
-  absence.gave_up = ranks_in(*answer, next).first;
+  const Absence absence = Absence::read_from(*answer, 3);
   if (!absence.empty())
     fail_for_absent(m, absence, ", as rank " + std::to_string(first) + " counted it");
 }
