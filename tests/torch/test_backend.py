@@ -177,13 +177,18 @@ def test_barrier(group, path):
     dist.barrier(group=path)
 
 
-def test_barrier_completes_after_the_asynchronous_allreduces_before_it(group):
-    tensors = [rank_input(dist.get_rank(), 1 << 16, torch.float32, salt=i) for i in range(8)]
-    works = [dist.all_reduce(t, async_op=True) for t in tensors]
-    dist.barrier()
-    assert all(w.is_completed() for w in works)
-    for i, t in enumerate(tensors):
-        assert torch.equal(t.double(), reference("sum", everyone(1 << 16, torch.float32, salt=i)))
+def test_barrier_completes_after_the_asynchronous_allreduces_before_it(group, path):
+    # On the engine the allreduces' completions run on the completer's threads,
+    # where the barrier's may come first: a few rounds, so that a barrier that
+    # does not wait for them shows (about 1 round in 200 did before it waited).
+    expected = [reference("sum", everyone(1 << 16, torch.float32, salt=i)) for i in range(8)]
+    for _ in range(20):
+        tensors = [rank_input(dist.get_rank(), 1 << 16, torch.float32, salt=i) for i in range(8)]
+        works = [dist.all_reduce(t, async_op=True, group=path) for t in tensors]
+        dist.barrier(group=path)
+        assert all(w.is_completed() for w in works)
+        for t, e in zip(tensors, expected):
+            assert torch.equal(t.double(), e)
 
 
 @pytest.mark.parametrize("dtype", REDUCE_DTYPES, ids=str)

@@ -32,12 +32,14 @@ concord::EngineOptions engine_options(double timeout_s) {
 // Work, the steps and the handles out of it: what they hold (the tensors) is
 // released when the collective completes, not when the engine forgets it.
 struct LaunchState {
-  LaunchState(c10::intrusive_ptr<ConcordWork> w, std::vector<Step> s, InFlight* f, bool after)
+  LaunchState(c10::intrusive_ptr<ConcordWork> w, std::vector<Step> s, InFlight* f, Completer* c,
+              bool after)
       : remaining(static_cast<int>(s.size())),
         handles(s.size()),
         work(std::move(w)),
         steps(std::move(s)),
         in_flight(f),
+        completer(c),
         launch(f->add()),
         after_earlier(after) {}
   std::atomic<int> remaining;
@@ -48,6 +50,7 @@ struct LaunchState {
   c10::intrusive_ptr<ConcordWork> work;
   std::vector<Step> steps;
   InFlight* in_flight;   // the backend's, which outlives its completer's tasks
+  Completer* completer;  // the backend's
   std::uint64_t launch;  // its number in in_flight
   bool after_earlier;    // a barrier: its Work completes after the earlier launches'
   void fail(std::exception_ptr e) {
@@ -55,6 +58,16 @@ struct LaunchState {
     if (!error) error = std::move(e);
   }
 };
+
+// The launch's Work, then its number off InFlight: its results are in place and
+// its Work is complete, so a direct call may run now. Then the Future, whose
+// callbacks may wait for one.
+void complete_launch(const c10::intrusive_ptr<ConcordWork>& work, const std::exception_ptr& error,
+                     InFlight* in_flight, std::uint64_t launch) {
+  work->complete_work(error);
+  in_flight->done(launch);
+  work->complete_future(error);
+}
 
 // On the completer: the results into the outputs, then the Work and its Future.
 void finish_launch(const std::shared_ptr<LaunchState>& state) {
@@ -72,15 +85,18 @@ void finish_launch(const std::shared_ptr<LaunchState>& state) {
       error = std::current_exception();
     }
   }
-  // The earlier launches' completions may be running on the completer's other
-  // threads still. This one holds a thread while it waits for them; theirs
-  // were posted before it or start threads of their own (work.hpp).
-  if (state->after_earlier) state->in_flight->wait_before(state->launch);
-  work->complete_work(error);
-  // Its results are in place and its Work is complete: a direct call may run
-  // now. Before the Future's callbacks, which may wait for one.
-  state->in_flight->done(state->launch);
-  work->complete_future(error);
+  if (!state->after_earlier) {
+    complete_launch(work, error, state->in_flight, state->launch);
+    return;
+  }
+  // A barrier: the earlier launches' completions may be running on the
+  // completer's other threads still. Once they are done it comes back to the
+  // completer, so no thread of it waits meanwhile for tasks queued behind it.
+  Completer* completer = state->completer;
+  InFlight* in_flight = state->in_flight;
+  const std::uint64_t launch = state->launch;
+  in_flight->after_earlier(
+      launch, [=] { completer->post([=] { complete_launch(work, error, in_flight, launch); }); });
 }
 
 }  // namespace
@@ -143,7 +159,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::launch(c10d::OpType type, const c
   }
   const std::size_t count = steps.size();
   // A barrier completes after every earlier call of the group, as gloo's does.
-  auto state = std::make_shared<LaunchState>(work, std::move(steps), &in_flight_,
+  auto state = std::make_shared<LaunchState>(work, std::move(steps), &in_flight_, &completer_,
                                              type == c10d::OpType::BARRIER);
   Completer* completer = &completer_;
   auto finish = [completer, state] { completer->post([state] { finish_launch(state); }); };

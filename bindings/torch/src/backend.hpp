@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,17 +43,21 @@ namespace concord_torch {
 
 // The engine collectives this backend launched and has not finished, by launch
 // number: a direct call waits until there are none, so it runs after them as
-// it was called; an engine barrier's Work waits for the ones launched before
-// it, whose completions may still run on the completer's other threads.
+// it was called; an engine barrier's Work completes once the ones launched
+// before it are done, whose completions may run on the completer's other
+// threads after the barrier's own has come.
 struct InFlight {
   std::mutex mutex;
   std::condition_variable changed;
   std::uint64_t launched = 0;
-  std::set<std::uint64_t> open;  // launch numbers
-  std::uint64_t add();           // the new launch's number
+  std::set<std::uint64_t> open;                            // launch numbers
+  std::map<std::uint64_t, std::function<void()>> waiting;  // after_earlier's, by launch
+  std::uint64_t add();                                     // the new launch's number
   void done(std::uint64_t launch);
   void wait_idle();
-  void wait_before(std::uint64_t launch);
+  // Runs `then` once every launch numbered below `launch` is done: here, or in
+  // the done() that makes it so, on that caller's thread (so `then` only posts).
+  void after_earlier(std::uint64_t launch, std::function<void()> then);
 };
 
 // One engine enqueue of a collective, and what to do with its results.

@@ -27,11 +27,18 @@ std::uint64_t InFlight::add() {
 }
 
 void InFlight::done(std::uint64_t launch) {
+  std::vector<std::function<void()>> ready;
   {
     std::lock_guard<std::mutex> lock(mutex);
     open.erase(launch);
+    // A waiting launch is open itself: ready once it is the first still open.
+    while (!waiting.empty() && (open.empty() || waiting.begin()->first <= *open.begin())) {
+      ready.push_back(std::move(waiting.begin()->second));
+      waiting.erase(waiting.begin());
+    }
   }
   changed.notify_all();
+  for (const auto& then : ready) then();
 }
 
 void InFlight::wait_idle() {
@@ -39,9 +46,15 @@ void InFlight::wait_idle() {
   changed.wait(lock, [this] { return open.empty(); });
 }
 
-void InFlight::wait_before(std::uint64_t launch) {
-  std::unique_lock<std::mutex> lock(mutex);
-  changed.wait(lock, [&] { return open.empty() || *open.begin() >= launch; });
+void InFlight::after_earlier(std::uint64_t launch, std::function<void()> then) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!open.empty() && *open.begin() < launch) {
+      waiting.emplace(launch, std::move(then));
+      return;
+    }
+  }
+  then();
 }
 
 namespace {
