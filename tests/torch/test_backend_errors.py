@@ -194,37 +194,82 @@ def test_a_group_is_made_when_a_member_comes_late_after_a_failed_meeting(group):
     dist.barrier()
 
 
-@pytest.mark.parametrize("busy", ["first member", "other member"])
-def test_groups_made_in_different_orders_fail_instead_of_hanging(group, busy):
+def test_a_group_made_out_of_turn_fails_at_once_at_a_first_member_making_another(group):
     import datetime
     import time
 
-    # Every rank makes the group of all; before it, one rank makes a smaller
-    # group out of turn. Its first member is then making the group of all, and
-    # answers at once that it is. Before, both went into MPI_Comm_create_group
+    # Rank 1 makes [0, 1] while rank 0, its first member, makes the group of
+    # every rank: rank 0 answers at once that it is, and goes on waiting for
+    # rank 1, which then comes. Before, both went into MPI_Comm_create_group
     # for different groups and hung there.
-    #   first member: rank 1 makes [0, 1], whose first member 0 makes [0, 1, 2]
-    #   other member: rank 2 makes [1, 2], whose first member 1 makes [0, 1, 2],
-    #                 where it waits for rank 0's word, not rank 2's
     size, rank = dist.get_world_size(), dist.get_rank()
     if size < 3:
         pytest.skip("needs three ranks")
-    early, smaller = (1, [0, 1]) if busy == "first member" else (2, [1, 2])
     within = datetime.timedelta(seconds=20)
-    if rank == early:
+    if rank == 1:
         start = time.monotonic()
         with pytest.raises(ValueError,
-                           match=f"rank {smaller[0]}, its first member, is making the group of "
-                                 r"world ranks \[0, 1, 2(, \d+)*\] now, not this one: every "
-                                 r"rank that two groups share must call new_group for them in "
-                                 r"the same order"):
-            dist.new_group(smaller, backend="concord", timeout=within,
+                           match=r"rank 0, its first member, is making the group of world ranks "
+                                 r"\[0, 1, 2(, \d+)*\] now, not this one: every rank that two "
+                                 r"groups share must call new_group for them in the same order"):
+            dist.new_group([0, 1], backend="concord", timeout=within,
                            use_local_synchronization=True)
         assert time.monotonic() - start < 10
-    # The error came before the group of every rank timed out: it is made.
     g = dist.new_group(backend="concord", timeout=within, use_local_synchronization=True)
     t = torch.full((2,), float(rank))
     dist.all_reduce(t, group=g)
     assert torch.equal(t, torch.full((2,), float(size * (size - 1) // 2)))
     dist.destroy_process_group(g)
+    dist.barrier()
+
+
+def test_a_group_made_out_of_turn_fails_once_the_member_it_reached_is_told(group):
+    import datetime
+    import time
+
+    # Rank 2 makes [1, 2] while rank 1, its first member, waits in the group of
+    # every rank for rank 0's word: rank 1 cannot tell a call out of turn from
+    # the arrival of a rank that gave up on this group, until rank 0 has counted
+    # rank 2 missing. Then it tells rank 2, which fails before its own timeout.
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size < 3:
+        pytest.skip("needs three ranks")
+    if rank == 2:
+        start = time.monotonic()
+        with pytest.raises(ValueError,
+                           match=r"rank 1, its first member, is making the group of world ranks "
+                                 r"\[0, 1, 2(, \d+)*\] now, not this one"):
+            dist.new_group([1, 2], backend="concord", timeout=datetime.timedelta(seconds=20),
+                           use_local_synchronization=True)
+        assert time.monotonic() - start < 10
+    else:
+        with pytest.raises(dist.DistBackendError, match="rank 2 did not come to make it"):
+            concord_group_within(1)
+    dist.barrier()
+
+
+def test_a_member_that_left_a_failed_meeting_can_make_another_group_at_once(group):
+    import datetime
+    import time
+
+    # Rank 0 never comes to a group of every rank. Rank 2 gives up on it first
+    # and makes [1, 2], while rank 1, that group's first member, still waits in
+    # the failed meeting: rank 2's arrival waits for rank 1's meeting of [1, 2]
+    # (rank 2 came to the failed one, so this is no call out of turn), and the
+    # group is made once rank 1's own wait has failed.
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size < 3:
+        pytest.skip("needs three ranks")
+    if rank != 0:
+        if rank == 1:
+            time.sleep(1.5)  # still waiting when rank 2 gives up, after 2 s
+        with pytest.raises(dist.DistBackendError, match="rank 0, its first member, did not say"):
+            concord_group_within(1)
+    if rank in (1, 2):
+        g = dist.new_group([1, 2], backend="concord", timeout=datetime.timedelta(seconds=20),
+                           use_local_synchronization=True)
+        t = torch.full((2,), float(rank))
+        dist.all_reduce(t, group=g)
+        assert torch.equal(t, torch.full((2,), 3.0))
+        dist.destroy_process_group(g)
     dist.barrier()

@@ -8,13 +8,19 @@
 //
 // Words are read from the meeting's members only (the first member reads each
 // other member; the others read the first), so that a word from a rank outside
-// the group, meant for a group made later, waits for that meeting. A member's
-// arrival for another meeting than the one its reader is in now can only mean
-// that the two make their common groups in different orders (or that it gave
-// up on that meeting, and its withdrawal follows): the reader answers it at
-// once that it is making another group, so that the two fail instead of going
-// into MPI_Comm_create_group for different groups, where both would hang.
+// the group, meant for a group made later, waits for that meeting. An arrival
+// for another meeting, read by a first member from a member that has not come
+// to this meeting, means that the two make their common groups in different
+// orders: the first member answers it at once that it is making another group,
+// so that the two fail instead of going into MPI_Comm_create_group for
+// different groups, where both would hang. From a member that came to this
+// meeting and left it (its timeout ran out), it is kept for the later meeting.
+// A member that is not the first cannot tell these apart while it waits (the
+// arrivals it would need went to the first member): once told who did not
+// come, it answers their arrivals for its later meetings in the same way.
 #include "group_meeting.hpp"
+
+#include "meeting_post.hpp"
 
 #include <concord/error.hpp>
 
@@ -22,10 +28,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -34,20 +38,16 @@ namespace concord_torch {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = std::optional<Clock::time_point>;  // nullopt: for ever
-using Word = std::vector<std::int64_t>;
+using meeting::Backoff;
+using meeting::Deadline;
+using meeting::Sends;
+using meeting::Word;
 
 // How much longer than the timeout a member waits for the first member's
 // verdict: the first member's timeout starts when it comes, which may be later
 // than this member's, and its verdict names the absent. Past it, the member
 // fails without one.
 constexpr std::chrono::seconds kVerdictGrace{1};
-// Polling for words backs off from the first interval to the longest: short
-// beside a group's set-up while the others are arriving, and no spinning of a
-// core that other ranks on the node may need while one is late.
-constexpr std::chrono::microseconds kFirstPoll{20};
-constexpr std::chrono::microseconds kLongestPoll{1000};
 // Rank lists longer than this are shortened in messages.
 constexpr std::size_t kRanksShown = 16;
 
@@ -56,38 +56,6 @@ constexpr std::size_t kRanksShown = 16;
 //   the first to a member:  {kVerdict, nonce, meeting, then Absence's three lists}
 //                           {kOtherGroup, nonce, its own meeting, n, its n members}
 enum Kind : std::int64_t { kArrive = 1, kWithdraw = 2, kVerdict = 3, kOtherGroup = 4 };
-
-Deadline deadline_after(double timeout_s, Clock::duration extra = {}) {
-  // Past a century (beyond what the clock's nanoseconds can count, from about
-  // 292 years): for ever.
-  if (timeout_s <= 0 || timeout_s > 100 * 365.25 * 86400) return std::nullopt;
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s)) +
-         extra;
-}
-
-bool passed(const Deadline& deadline) {
-  return deadline && Clock::now() >= *deadline;
-}
-
-class Backoff {
- public:
-  void reset() { next_ = kFirstPoll; }
-  void wait() {
-    std::this_thread::sleep_for(next_);
-    next_ = std::min(next_ * 2, kLongestPoll);
-  }
-
- private:
-  std::chrono::microseconds next_{kFirstPoll};
-};
-
-void check_call(int rc, int world_rank, const char* call) {
-  if (rc != MPI_SUCCESS) {
-    throw concord::Error(concord::ErrorCode::MpiError, world_rank,
-                         std::string(call) + " failed in the meeting before a process group");
-  }
-}
 
 // The meeting's name in every word: FNV-1a over the member list, so that
 // groups of different members are told apart (groups of the same members are
@@ -98,73 +66,6 @@ std::int64_t meeting_id(const std::vector<int>& members) {
     hash = (hash ^ static_cast<std::uint32_t>(rank)) * 1099511628211ULL;
   }
   return static_cast<std::int64_t>(hash);
-}
-
-// A meeting's sends: each buffer is kept until its send completes. At the end
-// of the meeting they are given a grace to complete; what is left then (a
-// member gone that never takes it) goes on in MPI, which may still read the
-// buffer, so the buffer is kept for the process's life (a few bytes, on a path
-// that ends the job).
-class Sends {
- public:
-  Sends(MPI_Comm world, int world_rank) : world_(world), world_rank_(world_rank) {}
-  Sends(const Sends&) = delete;
-  Sends& operator=(const Sends&) = delete;
-  ~Sends() {
-    const Clock::time_point until = Clock::now() + kVerdictGrace;
-    Backoff backoff;
-    for (std::size_t i = 0; i < requests_.size(); ++i) {
-      int done = 0;
-      while (MPI_Test(&requests_[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
-             Clock::now() < until) {
-        backoff.wait();
-      }
-      if (!done && requests_[i] != MPI_REQUEST_NULL) {
-        MPI_Request_free(&requests_[i]);
-        static_cast<void>(buffers_[i].release());
-      }
-    }
-  }
-  void post(Word word, int to) {
-    buffers_.push_back(std::make_unique<Word>(std::move(word)));
-    requests_.push_back(MPI_REQUEST_NULL);
-    const Word& buffer = *buffers_.back();
-    const int rc = MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_INT64_T, to,
-                             kMeetingTag, world_, &requests_.back());
-    if (rc != MPI_SUCCESS) requests_.back() = MPI_REQUEST_NULL;  // undefined after a failure
-    check_call(rc, world_rank_, "MPI_Isend");
-  }
-  // On a path that is failing already: a send that fails too is left out.
-  void post_quietly(Word word, int to) noexcept {
-    try {
-      post(std::move(word), to);
-    } catch (...) {
-      // The failure on its way says more than this one would.
-    }
-  }
-
- private:
-  MPI_Comm world_;
-  int world_rank_;
-  std::vector<std::unique_ptr<Word>> buffers_;
-  std::vector<MPI_Request> requests_;
-};
-
-// The next word from `from` if one has come (matched by a probe, so nothing is
-// left pending when none has: no receive to cancel).
-std::optional<Word> receive_now(int from, MPI_Comm world, int world_rank) {
-  int found = 0;
-  MPI_Message message = MPI_MESSAGE_NULL;
-  MPI_Status status;
-  check_call(MPI_Improbe(from, kMeetingTag, world, &found, &message, &status), world_rank,
-             "MPI_Improbe");
-  if (!found) return std::nullopt;
-  int count = 0;
-  check_call(MPI_Get_count(&status, MPI_INT64_T, &count), world_rank, "MPI_Get_count");
-  Word word(static_cast<std::size_t>(count));
-  check_call(MPI_Mrecv(word.data(), count, MPI_INT64_T, &message, MPI_STATUS_IGNORE), world_rank,
-             "MPI_Mrecv");
-  return word;
 }
 
 // "0, 2, 3"; a long list shortened to its first and last ranks and its length.
@@ -281,23 +182,23 @@ struct Absence {
 }
 
 // What one rank reads from another in a meeting: the other's arrival for this
-// meeting (standing unless withdrawn) and an arrival for any other, which the
-// reader answers as soon as it has read what else has come from that rank.
+// meeting (standing unless withdrawn), and an arrival for a meeting the reader
+// will be first of, answered or kept for that meeting (the file's comment).
 struct Words {
   explicit Words(int from) : rank(from) {}
   int rank;
-  std::optional<std::int64_t> arrival;        // its nonce
-  bool withdrew = false;                      // an arrival for this meeting, withdrawn
-  std::optional<std::int64_t> other_arrival;  // for another meeting, not withdrawn
-  bool told_other = false;                    // answered that this rank makes another
-  std::optional<Word> answer;                 // to this rank's own arrival
+  std::optional<std::int64_t> arrival;  // its nonce
+  bool withdrew = false;                // an arrival for this meeting, withdrawn
+  Word other_arrival;                   // for another meeting, not withdrawn (empty: none)
+  bool told_other = false;              // answered that this rank makes another
+  Word answer;                          // to this rank's own arrival (empty: none)
 
   // Reads everything that has come from `rank` (up to an answer); `nonce` is
   // this rank's own arrival's (0: none, on the first member). Whether any came.
   bool read(const Meeting& m, std::int64_t nonce) {
     bool came = false;
-    while (!answer) {
-      auto word = receive_now(rank, m.world, m.world_rank);
+    while (answer.empty()) {
+      auto word = meeting::receive_now(rank, m.world, m.world_rank);
       if (!word) break;
       take(std::move(*word), m.id, nonce);
       came = true;
@@ -307,16 +208,19 @@ struct Words {
   // A word that is neither a member's nor the answer to `nonce` answers an
   // arrival this rank gave up on: dropped.
   void take(Word word, std::int64_t id, std::int64_t nonce) {
-    const bool member_word = word.size() == 3 && (word[0] == kArrive || word[0] == kWithdraw);
-    if (member_word && word[0] == kArrive) {
-      (word[2] == id ? arrival : other_arrival) = word[1];
-      if (word[2] == id) withdrew = false;
-    } else if (member_word) {
+    if (word.size() == 3 && word[0] == kArrive) {
+      if (word[2] == id) {
+        arrival = word[1];
+        withdrew = false;
+      } else {
+        other_arrival = std::move(word);
+      }
+    } else if (word.size() == 3 && word[0] == kWithdraw) {
       if (arrival == word[1]) {
         arrival.reset();
         withdrew = true;
       }
-      if (other_arrival == word[1]) other_arrival.reset();
+      if (!other_arrival.empty() && other_arrival[1] == word[1]) other_arrival.clear();
     } else if (nonce != 0 && word.size() >= 4 && word[1] == nonce &&
                (word[0] == kOtherGroup || (word[0] == kVerdict && word[2] == id))) {
       answer = std::move(word);
@@ -325,12 +229,26 @@ struct Words {
   // Tells the rank of a standing arrival for another meeting which group this
   // rank is making now.
   void answer_other_arrival(const Meeting& m, Sends& sends) {
-    if (!other_arrival) return;
-    Word reply{kOtherGroup, *other_arrival, m.id, static_cast<std::int64_t>(m.members.size())};
+    if (other_arrival.empty()) return;
+    Word reply{kOtherGroup, other_arrival[1], m.id, static_cast<std::int64_t>(m.members.size())};
     reply.insert(reply.end(), m.members.begin(), m.members.end());
     sends.post(std::move(reply), rank);
-    other_arrival.reset();
+    other_arrival.clear();
     told_other = true;
+  }
+};
+
+// At the end of a meeting, however it ends: the arrivals read for a later
+// meeting go back to be read by it.
+struct KeepForLater {
+  explicit KeepForLater(std::vector<Words>& w) : words(w) {}
+  std::vector<Words>& words;
+  KeepForLater(const KeepForLater&) = delete;
+  KeepForLater& operator=(const KeepForLater&) = delete;
+  ~KeepForLater() {
+    for (Words& w : words) {
+      if (!w.other_arrival.empty()) meeting::keep_for_later(w.rank, std::move(w.other_arrival));
+    }
   }
 };
 
@@ -340,7 +258,8 @@ struct Words {
 void gather_arrivals(const Meeting& m) {
   std::vector<Words> others;
   for (std::size_t i = 1; i < m.members.size(); ++i) others.emplace_back(m.members[i]);
-  const Deadline deadline = deadline_after(m.timeout_s);
+  const KeepForLater keep(others);
+  const Deadline deadline = meeting::deadline_after(m.timeout_s);
   Sends sends(m.world, m.world_rank);
   Backoff backoff;
   for (bool all_here = false; !all_here;) {
@@ -348,17 +267,17 @@ void gather_arrivals(const Meeting& m) {
     bool heard = false;
     for (Words& other : others) {
       heard |= other.read(m, 0);
-      other.answer_other_arrival(m, sends);
+      if (!other.withdrew) other.answer_other_arrival(m, sends);  // else it left this one
       all_here &= other.arrival.has_value();
     }
-    if (all_here || passed(deadline)) break;
+    if (all_here || meeting::passed(deadline)) break;
     if (heard) backoff.reset();
     backoff.wait();
   }
   Absence absence;
   for (Words& other : others) {
     other.read(m, 0);  // a withdrawal since, perhaps
-    other.answer_other_arrival(m, sends);
+    if (!other.withdrew) other.answer_other_arrival(m, sends);
     if (other.arrival) continue;
     auto& list = other.told_other ? absence.elsewhere
                  : other.withdrew ? absence.gave_up
@@ -379,32 +298,30 @@ std::int64_t next_nonce() {
   return ++count;
 }
 
-// The first member's answer to arrival `nonce`, if it comes by `deadline`.
-// Meanwhile the other members are read too: an arrival from one of them (or
-// from the first member itself) is for a group this rank is first of, never for
-// this meeting, so they make their groups in another order (or it gave up on
-// that one): it is told at once that this rank is making this group. No word
-// for a group made after this one can come meanwhile: a member goes on to one
-// only once this group is made, which MPI_Comm_create_group and the engine's
-// set-up (an MPI_Comm_idup) hold back until every member has left its meeting.
-std::optional<Word> answer_by(const Meeting& m, std::int64_t nonce, Deadline deadline,
-                              Sends& sends) {
-  std::vector<Words> members;  // the first member first
-  for (const int rank : m.members) {
-    if (rank != m.world_rank) members.emplace_back(rank);
-  }
+// The first member's answer to arrival `nonce`, if it comes by `deadline`
+// (else empty).
+Word answer_by(const Meeting& m, std::int64_t nonce, Deadline deadline) {
+  Words first(m.members.front());
   Backoff backoff;
   for (;;) {
-    const bool last = passed(deadline);  // then one more read, after the deadline
-    bool came = false;
-    for (Words& member : members) {  // the first member first: its answer ends the wait
-      came |= member.read(m, member.rank == m.members.front() ? nonce : 0);
-      if (member.answer) return member.answer;
-      member.answer_other_arrival(m, sends);
-    }
-    if (last) return std::nullopt;
+    const bool last = meeting::passed(deadline);  // then one more read, after the deadline
+    const bool came = first.read(m, nonce);
+    if (!first.answer.empty() || last) return std::move(first.answer);
     if (came) backoff.reset();
     backoff.wait();
+  }
+}
+
+// After a verdict naming `absent`: an arrival that one of them sent this rank
+// for a group it is first of was sent out of turn (it never came here), and is
+// told so; anything else read is kept for later meetings.
+void answer_the_absent(const Meeting& m, const std::vector<int>& absent, Sends& sends) {
+  std::vector<Words> others;
+  for (const int rank : absent) others.emplace_back(rank);
+  const KeepForLater keep(others);
+  for (Words& other : others) {
+    other.read(m, 0);
+    other.answer_other_arrival(m, sends);
   }
 }
 
@@ -414,15 +331,15 @@ void await_verdict(const Meeting& m) {
   const std::int64_t nonce = next_nonce();
   Sends sends(m.world, m.world_rank);
   sends.post({kArrive, nonce, m.id}, first);
-  std::optional<Word> answer;
+  Word answer;
   try {
-    answer = answer_by(m, nonce, deadline_after(m.timeout_s, kVerdictGrace), sends);
+    answer = answer_by(m, nonce, meeting::deadline_after(m.timeout_s, kVerdictGrace));
   } catch (...) {
     sends.post_quietly({kWithdraw, nonce, m.id}, first);  // an MPI call failed
     throw;
   }
   const std::string first_text = "rank " + std::to_string(first) + ", its first member,";
-  if (!answer) {
+  if (answer.empty()) {
     sends.post({kWithdraw, nonce, m.id}, first);
     fail_meeting(m, first_text + " did not say within " +
                         seconds_text(m.timeout_s + static_cast<double>(kVerdictGrace.count())) +
@@ -430,15 +347,16 @@ void await_verdict(const Meeting& m) {
                         seconds_text(static_cast<double>(kVerdictGrace.count())) +
                         ") that every member came (it may not have come itself)");
   }
-  if ((*answer)[0] == kOtherGroup) {
+  if (answer[0] == kOtherGroup) {
     fail_meeting(m,
                  first_text + " is making the group of world ranks [" +
-                     joined(ranks_in(*answer, 3).first) +
+                     joined(ranks_in(answer, 3).first) +
                      "] now, not this one: every rank that two groups share must call new_group "
                      "for them in the same order",
                  concord::ErrorCode::Mismatch);
   }
-  const Absence absence = Absence::read_from(*answer, 3);
+  const Absence absence = Absence::read_from(answer, 3);
+  answer_the_absent(m, absence.absent, sends);
   if (!absence.empty())
     fail_for_absent(m, absence, ", as rank " + std::to_string(first) + " counted it");
 }

@@ -19,9 +19,10 @@ namespace concord_torch {
 // concord::Error(Timeout) naming the members that did not come in time: on the
 // first member after timeout_s, which also tells the members that came; on the
 // others once told, or after timeout_s and a grace with no word from the first.
-// Throws concord::Error(Mismatch) where the first member is making another
-// group, of other members, at the time: ranks that two groups share must make
-// them in the same order, or MPI_Comm_create_group would wait for ever.
+// Throws concord::Error(Mismatch) where the first member, or another member
+// that this one's arrival reached, is making another group (of other members)
+// at the time: ranks that two groups share must make them in the same order,
+// or MPI_Comm_create_group would wait for ever.
 //
 // A member that gives up says so, and every answer names the arrival it
 // answers, so a meeting is not misled by what an earlier, failed one left
@@ -34,10 +35,5 @@ namespace concord_torch {
 // read each other's words, and are not supported.
 void meet_group_members(MPI_Comm world, const std::vector<int>& members, int world_rank,
                         const std::string& group_name, double timeout_s);
-
-// The message tag of the meetings: above concord's own tags (101-107, on any
-// communicator; concord never receives with MPI_ANY_TAG) and within the 32767
-// that MPI_TAG_UB is at least.
-inline constexpr int kMeetingTag = 7707;
 
 }  // namespace concord_torch
