@@ -273,3 +273,36 @@ def test_a_member_that_left_a_failed_meeting_can_make_another_group_at_once(grou
         assert torch.equal(t, torch.full((2,), 3.0))
         dist.destroy_process_group(g)
     dist.barrier()
+
+
+def test_a_member_late_for_a_meeting_its_first_member_gave_up_on_is_told_so(group):
+    import datetime
+    import time
+
+    # Rank 1 comes to a group of every rank after rank 0, its first member, has
+    # given up on it (rank 0's timeout of 1 s) and gone on to make [0, 1]: rank
+    # 0 tells it so, instead of taking its late arrival for a call out of turn,
+    # and the two then make [0, 1].
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size < 3:
+        pytest.skip("needs three ranks")
+    if rank == 1:
+        time.sleep(1.5)
+        with pytest.raises(dist.DistBackendError,
+                           match="rank 0, its first member, had given up on it before this "
+                                 "rank's arrival reached it"):
+            concord_group_within(1)
+    else:
+        # Or, where rank 1 came to an earlier group of every rank and gave up
+        # on it (the test above), that: the two are not told apart.
+        with pytest.raises(dist.DistBackendError,
+                           match="rank 1 (did not come to make it|came more than 1 s before)"):
+            concord_group_within(1)
+    if rank in (0, 1):
+        g = dist.new_group([0, 1], backend="concord", timeout=datetime.timedelta(seconds=20),
+                           use_local_synchronization=True)
+        t = torch.full((2,), float(rank + 1))
+        dist.all_reduce(t, group=g)
+        assert torch.equal(t, torch.full((2,), 3.0))
+        dist.destroy_process_group(g)
+    dist.barrier()

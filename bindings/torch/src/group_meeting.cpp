@@ -14,7 +14,9 @@
 // orders: the first member answers it at once that it is making another group,
 // so that the two fail instead of going into MPI_Comm_create_group for
 // different groups, where both would hang. From a member that came to this
-// meeting and left it (its timeout ran out), it is kept for the later meeting.
+// meeting and left it (its timeout ran out; read here, or in an earlier
+// meeting that read ahead), it is kept for the later meeting. An arrival for a
+// meeting the reader was first of and gave up on is answered that it did.
 // A member that is not the first cannot tell these apart while it waits (the
 // arrivals it would need went to the first member): once told who did not
 // come, it answers their arrivals for its later meetings in the same way.
@@ -55,7 +57,14 @@ constexpr std::size_t kRanksShown = 16;
 //   a member to the first:  {kArrive, nonce, meeting}, {kWithdraw, nonce, meeting}
 //   the first to a member:  {kVerdict, nonce, meeting, then Absence's three lists}
 //                           {kOtherGroup, nonce, its own meeting, n, its n members}
-enum Kind : std::int64_t { kArrive = 1, kWithdraw = 2, kVerdict = 3, kOtherGroup = 4 };
+//                           {kTooLate, nonce, meeting}: it gave up on that one
+enum Kind : std::int64_t {
+  kArrive = 1,
+  kWithdraw = 2,
+  kVerdict = 3,
+  kOtherGroup = 4,
+  kTooLate = 5
+};
 
 // The meeting's name in every word: FNV-1a over the member list, so that
 // groups of different members are told apart (groups of the same members are
@@ -219,17 +228,30 @@ struct Words {
       if (arrival == word[1]) {
         arrival.reset();
         withdrew = true;
+        meeting::note_left(rank, id);
       }
-      if (!other_arrival.empty() && other_arrival[1] == word[1]) other_arrival.clear();
-    } else if (nonce != 0 && word.size() >= 4 && word[1] == nonce &&
-               (word[0] == kOtherGroup || (word[0] == kVerdict && word[2] == id))) {
+      if (!other_arrival.empty() && other_arrival[1] == word[1]) {
+        meeting::note_left(rank, other_arrival[2]);
+        other_arrival.clear();
+      }
+    } else if (nonce != 0 && word.size() >= 3 && word[1] == nonce && word[2] == id &&
+               (word[0] == kVerdict || word[0] == kTooLate)) {
+      answer = std::move(word);
+    } else if (nonce != 0 && word.size() >= 4 && word[1] == nonce && word[0] == kOtherGroup) {
       answer = std::move(word);
     }
   }
-  // Tells the rank of a standing arrival for another meeting which group this
-  // rank is making now.
+  // A standing arrival for another meeting: for one this rank gave up on, told
+  // so; from a rank that came to this meeting and left it, kept for later;
+  // else told which group this rank is making now (it called out of turn).
   void answer_other_arrival(const Meeting& m, Sends& sends) {
     if (other_arrival.empty()) return;
+    if (meeting::gave_up_on(other_arrival[2])) {
+      sends.post({kTooLate, other_arrival[1], other_arrival[2]}, rank);
+      other_arrival.clear();
+      return;
+    }
+    if (meeting::has_left(rank, m.id)) return;
     Word reply{kOtherGroup, other_arrival[1], m.id, static_cast<std::int64_t>(m.members.size())};
     reply.insert(reply.end(), m.members.begin(), m.members.end());
     sends.post(std::move(reply), rank);
@@ -257,8 +279,12 @@ struct KeepForLater {
 // after the arrival, perhaps); then tells each that came who did not.
 void gather_arrivals(const Meeting& m) {
   std::vector<Words> others;
-  for (std::size_t i = 1; i < m.members.size(); ++i) others.emplace_back(m.members[i]);
+  for (std::size_t i = 1; i < m.members.size(); ++i) {
+    others.emplace_back(m.members[i]);
+    others.back().withdrew = meeting::has_left(m.members[i], m.id);  // read in another meeting
+  }
   const KeepForLater keep(others);
+  meeting::note_given_up(m.id, false);  // held again
   const Deadline deadline = meeting::deadline_after(m.timeout_s);
   Sends sends(m.world, m.world_rank);
   Backoff backoff;
@@ -267,7 +293,7 @@ void gather_arrivals(const Meeting& m) {
     bool heard = false;
     for (Words& other : others) {
       heard |= other.read(m, 0);
-      if (!other.withdrew) other.answer_other_arrival(m, sends);  // else it left this one
+      other.answer_other_arrival(m, sends);
       all_here &= other.arrival.has_value();
     }
     if (all_here || meeting::passed(deadline)) break;
@@ -277,7 +303,7 @@ void gather_arrivals(const Meeting& m) {
   Absence absence;
   for (Words& other : others) {
     other.read(m, 0);  // a withdrawal since, perhaps
-    if (!other.withdrew) other.answer_other_arrival(m, sends);
+    other.answer_other_arrival(m, sends);
     if (other.arrival) continue;
     auto& list = other.told_other ? absence.elsewhere
                  : other.withdrew ? absence.gave_up
@@ -290,7 +316,12 @@ void gather_arrivals(const Meeting& m) {
     absence.append_to(verdict);
     sends.post(std::move(verdict), other.rank);
   }
-  if (!absence.empty()) fail_for_absent(m, absence, "");
+  if (absence.empty()) {
+    meeting::forget_left(m.members, m.id);  // each came to this one
+    return;
+  }
+  meeting::note_given_up(m.id, true);
+  fail_for_absent(m, absence, "");
 }
 
 std::int64_t next_nonce() {
@@ -301,12 +332,14 @@ std::int64_t next_nonce() {
 // The first member's answer to arrival `nonce`, if it comes by `deadline`
 // (else empty).
 Word answer_by(const Meeting& m, std::int64_t nonce, Deadline deadline) {
-  Words first(m.members.front());
+  std::vector<Words> first;
+  first.emplace_back(m.members.front());
+  const KeepForLater keep(first);  // its arrival for a group this rank is first of
   Backoff backoff;
   for (;;) {
     const bool last = meeting::passed(deadline);  // then one more read, after the deadline
-    const bool came = first.read(m, nonce);
-    if (!first.answer.empty() || last) return std::move(first.answer);
+    const bool came = first[0].read(m, nonce);
+    if (!first[0].answer.empty() || last) return std::move(first[0].answer);
     if (came) backoff.reset();
     backoff.wait();
   }
@@ -314,7 +347,8 @@ Word answer_by(const Meeting& m, std::int64_t nonce, Deadline deadline) {
 
 // After a verdict naming `absent`: an arrival that one of them sent this rank
 // for a group it is first of was sent out of turn (it never came here), and is
-// told so; anything else read is kept for later meetings.
+// told so (Words::answer_other_arrival); what else was read with it (its
+// withdrawals, stale answers to this rank's own arrivals) is done with.
 void answer_the_absent(const Meeting& m, const std::vector<int>& absent, Sends& sends) {
   std::vector<Words> others;
   for (const int rank : absent) others.emplace_back(rank);
@@ -346,6 +380,12 @@ void await_verdict(const Meeting& m) {
                         " (the group's timeout and a grace of " +
                         seconds_text(static_cast<double>(kVerdictGrace.count())) +
                         ") that every member came (it may not have come itself)");
+  }
+  if (answer[0] == kTooLate) {
+    fail_meeting(m, first_text +
+                        " had given up on it before this rank's arrival reached it (at its own "
+                        "timeout of " +
+                        seconds_text(m.timeout_s) + ")");
   }
   if (answer[0] == kOtherGroup) {
     fail_meeting(m,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -18,8 +19,9 @@ constexpr std::chrono::seconds kSendGrace{1};
 
 // What outlives a meeting (one at a time, so unguarded).
 struct Remembered {
-  std::map<int, std::deque<Word>> kept;       // by the rank that sent them, oldest first
-  std::map<int, std::int64_t> last_meetings;  // by rank
+  std::map<int, std::deque<Word>> kept;        // by the rank that sent them, oldest first
+  std::map<int, std::set<std::int64_t>> left;  // by rank: meetings it came to and left
+  std::set<std::int64_t> given_up;             // meetings this rank was first of, failed
 };
 
 Remembered& remembered() {
@@ -114,6 +116,34 @@ std::optional<Word> receive_now(int from, MPI_Comm world, int world_rank) {
 
 void keep_for_later(int from, Word word) {
   remembered().kept[from].push_front(std::move(word));
+}
+
+void note_left(int rank, std::int64_t id) {
+  remembered().left[rank].insert(id);
+}
+
+bool has_left(int rank, std::int64_t id) {
+  const auto found = remembered().left.find(rank);
+  return found != remembered().left.end() && found->second.count(id) > 0;
+}
+
+void forget_left(const std::vector<int>& members, std::int64_t id) {
+  for (const int rank : members) {
+    const auto found = remembered().left.find(rank);
+    if (found != remembered().left.end()) found->second.erase(id);
+  }
+}
+
+void note_given_up(std::int64_t id, bool given_up) {
+  if (given_up) {
+    remembered().given_up.insert(id);
+  } else {
+    remembered().given_up.erase(id);
+  }
+}
+
+bool gave_up_on(std::int64_t id) {
+  return remembered().given_up.count(id) > 0;
 }
 
 }  // namespace concord_torch::meeting

@@ -1,7 +1,8 @@
 // The post of the meetings before a process group (group_meeting.hpp): words
 // of int64 between two ranks on concord's world communicator, under one tag,
-// read without blocking; and the words read for a later meeting, kept for it.
-// One meeting at a time in a process, as group_meeting.hpp says.
+// read without blocking; the words read for a later meeting, kept for it; and
+// what this rank has learnt of meetings that failed. One meeting at a time in
+// a process, as group_meeting.hpp says.
 #pragma once
 
 #include <mpi.h>
@@ -71,5 +72,15 @@ std::optional<Word> receive_now(int from, MPI_Comm world, int world_rank);
 // Puts back `word`, the last read from `from`, for the next meeting to read
 // first.
 void keep_for_later(int from, Word word);
+
+// `rank` came to meeting `id` (by its members) and withdrew: as read by this
+// rank, its first member. Forgotten for the members of a meeting that is made.
+void note_left(int rank, std::int64_t id);
+bool has_left(int rank, std::int64_t id);
+void forget_left(const std::vector<int>& members, std::int64_t id);
+// This rank, the first member of meeting `id`, gave up on it (or, false, is
+// holding it again).
+void note_given_up(std::int64_t id, bool given_up);
+bool gave_up_on(std::int64_t id);
 
 }  // namespace concord_torch::meeting
