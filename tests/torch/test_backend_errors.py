@@ -117,6 +117,15 @@ def concord_group_within(seconds):
                           use_local_synchronization=True)
 
 
+def reduce_then_destroy(g, members):
+    """That group `g` of world ranks `members` works: an allreduce over it sums
+    every member's rank + 1. Then it is destroyed."""
+    t = torch.full((3,), float(dist.get_rank() + 1))
+    dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.full((3,), float(sum(r + 1 for r in members))))
+    dist.destroy_process_group(g)
+
+
 def test_a_member_that_never_comes_fails_the_making_of_the_group(group):
     import time
 
@@ -186,11 +195,7 @@ def test_a_group_is_made_when_a_member_comes_late_after_a_failed_meeting(group):
     dist.barrier()
     if rank == size - 1:
         time.sleep(0.5)
-    g = concord_group_within(20)
-    t = torch.full((3,), float(rank + 1))
-    dist.all_reduce(t, group=g)
-    assert torch.equal(t, torch.full((3,), float(size * (size + 1) // 2)))
-    dist.destroy_process_group(g)
+    reduce_then_destroy(concord_group_within(20), range(size))
     dist.barrier()
 
 
@@ -216,10 +221,7 @@ def test_a_group_made_out_of_turn_fails_at_once_at_a_first_member_making_another
                            use_local_synchronization=True)
         assert time.monotonic() - start < 10
     g = dist.new_group(backend="concord", timeout=within, use_local_synchronization=True)
-    t = torch.full((2,), float(rank))
-    dist.all_reduce(t, group=g)
-    assert torch.equal(t, torch.full((2,), float(size * (size - 1) // 2)))
-    dist.destroy_process_group(g)
+    reduce_then_destroy(g, range(size))
     dist.barrier()
 
 
@@ -268,10 +270,7 @@ def test_a_member_that_left_a_failed_meeting_can_make_another_group_at_once(grou
     if rank in (1, 2):
         g = dist.new_group([1, 2], backend="concord", timeout=datetime.timedelta(seconds=20),
                            use_local_synchronization=True)
-        t = torch.full((2,), float(rank))
-        dist.all_reduce(t, group=g)
-        assert torch.equal(t, torch.full((2,), 3.0))
-        dist.destroy_process_group(g)
+        reduce_then_destroy(g, [1, 2])
     dist.barrier()
 
 
@@ -301,8 +300,5 @@ def test_a_member_late_for_a_meeting_its_first_member_gave_up_on_is_told_so(grou
     if rank in (0, 1):
         g = dist.new_group([0, 1], backend="concord", timeout=datetime.timedelta(seconds=20),
                            use_local_synchronization=True)
-        t = torch.full((2,), float(rank + 1))
-        dist.all_reduce(t, group=g)
-        assert torch.equal(t, torch.full((2,), 3.0))
-        dist.destroy_process_group(g)
+        reduce_then_destroy(g, [0, 1])
     dist.barrier()

@@ -77,6 +77,9 @@ std::int64_t meeting_id(const std::vector<int>& members) {
   return static_cast<std::int64_t>(hash);
 }
 
+// The messages' text, by hand, not with fmt as src/ does: torch's headers
+// bring their own fmt, another version than the one concord links.
+
 // "0, 2, 3"; a long list shortened to its first and last ranks and its length.
 std::string joined(const std::vector<int>& ranks) {
   const auto text_of = [&](std::size_t from, std::size_t to) {

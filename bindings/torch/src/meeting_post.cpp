@@ -44,10 +44,6 @@ bool passed(const Deadline& deadline) {
   return deadline && Clock::now() >= *deadline;
 }
 
-void Backoff::reset() {
-  next_ = std::chrono::microseconds{20};
-}
-
 void Backoff::wait() {
   std::this_thread::sleep_for(next_);
   next_ = std::min(next_ * 2, kLongestPoll);

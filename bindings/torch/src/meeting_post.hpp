@@ -33,11 +33,12 @@ bool passed(const Deadline& deadline);
 // a late member does not spin a core that other ranks on the node may need.
 class Backoff {
  public:
-  void reset();
+  void reset() { next_ = kFirst; }
   void wait();
 
  private:
-  std::chrono::microseconds next_{20};
+  static constexpr std::chrono::microseconds kFirst{20};
+  std::chrono::microseconds next_{kFirst};
 };
 
 // Throws concord::Error(MpiError) where `rc` is not MPI_SUCCESS.
