@@ -20,7 +20,18 @@ if(CONCORD_CUDA_EMULATION)
   if(concord_cuda_request STREQUAL "OFF")
     message(FATAL_ERROR "CONCORD_CUDA_EMULATION=ON needs CONCORD_WITH_CUDA (AUTO or ON)")
   endif()
-  find_package(CUDAToolkit REQUIRED)  # headers only: no nvcc, no libcudart
+  # The CUDA headers only (no nvcc, no libcudart): an installed toolkit's, else those
+  # scripts/cuda-headers unpacks into .deps/cuda where the machine has no CUDA.
+  find_package(CUDAToolkit QUIET)
+  find_path(CONCORD_CUDA_INCLUDE_DIR cuda_runtime.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} ${PROJECT_SOURCE_DIR}/.deps/cuda/include
+                  ENV CUDA_HOME ENV CUDA_PATH PATH_SUFFIXES include)
+  if(NOT CONCORD_CUDA_INCLUDE_DIR)
+    message(FATAL_ERROR "CONCORD_CUDA_EMULATION=ON needs the CUDA headers (cuda_runtime.h), "
+                        "and none were found: install a CUDA toolkit, set CUDAToolkit_ROOT, "
+                        "or run scripts/cuda-headers (it unpacks them into .deps/cuda)")
+  endif()
+  set(concord_cuda_include_dirs ${CONCORD_CUDA_INCLUDE_DIR})
   set(CONCORD_WITH_CUDA ON)
   set(CMAKE_CUDA_ARCHITECTURES "emulated")
 elseif(NOT concord_cuda_request STREQUAL "OFF")
@@ -46,6 +57,7 @@ elseif(NOT concord_cuda_request STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
+    set(concord_cuda_include_dirs ${CUDAToolkit_INCLUDE_DIRS})
     set(CONCORD_WITH_CUDA ON)
   elseif(concord_cuda_request STREQUAL "ON")
     message(FATAL_ERROR "CONCORD_WITH_CUDA=ON but no CUDA compiler was found "
@@ -57,11 +69,13 @@ set(concord_nccl_request ${CONCORD_WITH_NCCL})
 set(CONCORD_WITH_NCCL OFF)
 if(CONCORD_WITH_CUDA AND NOT concord_nccl_request STREQUAL "OFF")
   find_path(CONCORD_NCCL_INCLUDE_DIR nccl.h
-            HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+            HINTS ${concord_cuda_include_dirs} ENV NCCL_HOME ${PROJECT_SOURCE_DIR}/.deps/cuda
+            PATH_SUFFIXES include)
   if(CONCORD_NCCL_INCLUDE_DIR)
     set(CONCORD_WITH_NCCL ON)
   elseif(concord_nccl_request STREQUAL "ON")
-    message(FATAL_ERROR "CONCORD_WITH_NCCL=ON but nccl.h was not found (set NCCL_HOME)")
+    message(FATAL_ERROR "CONCORD_WITH_NCCL=ON but nccl.h was not found (set NCCL_HOME, "
+                        "or run scripts/cuda-headers: it unpacks NCCL's into .deps/cuda)")
   endif()
 elseif(concord_nccl_request STREQUAL "ON")
   message(FATAL_ERROR "CONCORD_WITH_NCCL=ON needs the CUDA path (CONCORD_WITH_CUDA)")
@@ -81,7 +95,7 @@ if(CONCORD_CUDA_EMULATION)
   find_package(boost_context 1.74 CONFIG REQUIRED)
   target_link_libraries(concord_cudaemu PRIVATE Boost::context)
   target_include_directories(concord_cudaemu PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/tests>)
-  target_include_directories(concord_cudaemu SYSTEM PUBLIC $<BUILD_INTERFACE:${CUDAToolkit_INCLUDE_DIRS}>)
+  target_include_directories(concord_cudaemu SYSTEM PUBLIC $<BUILD_INTERFACE:${concord_cuda_include_dirs}>)
   target_compile_definitions(concord_cudaemu PUBLIC CONCORD_CUDA_EMULATION=1)
   set(CONCORD_CUDART concord_cudaemu)
   # The NCCL stand-in, loaded through CONCORD_NCCL_LIBRARY by the tests.

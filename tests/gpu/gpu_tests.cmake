@@ -77,7 +77,7 @@ if(CONCORD_WITH_NCCL)
   # re-runs itself with CONCORD_NCCL_LIBRARY set to something that cannot load).
   concord_test_target(concord_nccl_unit_tests support/catch_main.cpp unit/test_nccl_library.cpp)
   target_include_directories(concord_nccl_unit_tests PRIVATE ${CONCORD_NCCL_INCLUDE_DIR}
-                             ${CUDAToolkit_INCLUDE_DIRS})
+                             ${concord_cuda_include_dirs})
   add_test(NAME nccl_library COMMAND concord_nccl_unit_tests)
   set_tests_properties(nccl_library PROPERTIES TIMEOUT ${CONCORD_TEST_TIMEOUT} LABELS unit)
   # The NCCL transport's exchanges on device buffers (GPU; skipped without one,
