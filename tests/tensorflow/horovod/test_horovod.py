@@ -53,6 +53,8 @@ def test_keras_fit_with_callbacks(tmp_path, n):
     want = [top / n * (1 * (n - 1) / 2 + 1), top, top, top]
     np.testing.assert_allclose(ranks[0]["lr"], want, rtol=1e-6)
     assert sorted(os.listdir(tmp_path)) == ["best0.keras"] + [f"rank{r}.npz" for r in range(n)]
+    # concordrun's transparent patch of fit was there, and importing the explicit API undid it.
+    assert all(r["fit_patched_at_start"] for r in ranks)
     assert not any(r["fit_patched"] for r in ranks)
     assert p.stderr.count(EXPLICIT) == 1  # said once, by rank 0
     assert "finished gradual learning rate warmup" in p.stdout
