@@ -69,7 +69,8 @@ set(concord_nccl_request ${CONCORD_WITH_NCCL})
 set(CONCORD_WITH_NCCL OFF)
 if(CONCORD_WITH_CUDA AND NOT concord_nccl_request STREQUAL "OFF")
   find_path(CONCORD_NCCL_INCLUDE_DIR nccl.h
-            HINTS ${concord_cuda_include_dirs} ENV NCCL_HOME ${PROJECT_SOURCE_DIR}/.deps/cuda
+            HINTS ${concord_cuda_include_dirs} ENV NCCL_HOME
+                  ${PROJECT_SOURCE_DIR}/.deps/cuda/include
             PATH_SUFFIXES include)
   if(CONCORD_NCCL_INCLUDE_DIR)
     set(CONCORD_WITH_NCCL ON)
@@ -95,7 +96,8 @@ if(CONCORD_CUDA_EMULATION)
   find_package(boost_context 1.74 CONFIG REQUIRED)
   target_link_libraries(concord_cudaemu PRIVATE Boost::context)
   target_include_directories(concord_cudaemu PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/tests>)
-  target_include_directories(concord_cudaemu SYSTEM PUBLIC $<BUILD_INTERFACE:${concord_cuda_include_dirs}>)
+  target_include_directories(concord_cudaemu SYSTEM PUBLIC
+                             $<BUILD_INTERFACE:${concord_cuda_include_dirs}>)
   target_compile_definitions(concord_cudaemu PUBLIC CONCORD_CUDA_EMULATION=1)
   set(CONCORD_CUDART concord_cudaemu)
   # The NCCL stand-in, loaded through CONCORD_NCCL_LIBRARY by the tests.

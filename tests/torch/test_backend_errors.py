@@ -110,10 +110,12 @@ def test_a_direct_setting_that_differs_between_ranks_fails_on_every_rank(group):
 # that torch lets the ranks kept away not call new_group at all, and ends on a
 # barrier of the default group, so the next test starts on every rank alike.
 
-def concord_group_within(seconds):
+def concord_group_within(seconds, ranks=None):
+    """A concord group of world ranks `ranks` (every rank where None), made with a
+    timeout of `seconds` and use_local_synchronization=True."""
     import datetime
 
-    return dist.new_group(backend="concord", timeout=datetime.timedelta(seconds=seconds),
+    return dist.new_group(ranks, backend="concord", timeout=datetime.timedelta(seconds=seconds),
                           use_local_synchronization=True)
 
 
@@ -200,7 +202,6 @@ def test_a_group_is_made_when_a_member_comes_late_after_a_failed_meeting(group):
 
 
 def test_a_group_made_out_of_turn_fails_at_once_at_a_first_member_making_another(group):
-    import datetime
     import time
 
     # Rank 1 makes [0, 1] while rank 0, its first member, makes the group of
@@ -210,23 +211,19 @@ def test_a_group_made_out_of_turn_fails_at_once_at_a_first_member_making_another
     size, rank = dist.get_world_size(), dist.get_rank()
     if size < 3:
         pytest.skip("needs three ranks")
-    within = datetime.timedelta(seconds=20)
     if rank == 1:
         start = time.monotonic()
         with pytest.raises(ValueError,
                            match=r"rank 0, its first member, is making the group of world ranks "
                                  r"\[0, 1, 2(, \d+)*\] now, not this one: every rank that two "
                                  r"groups share must call new_group for them in the same order"):
-            dist.new_group([0, 1], backend="concord", timeout=within,
-                           use_local_synchronization=True)
+            concord_group_within(20, [0, 1])
         assert time.monotonic() - start < 10
-    g = dist.new_group(backend="concord", timeout=within, use_local_synchronization=True)
-    reduce_then_destroy(g, range(size))
+    reduce_then_destroy(concord_group_within(20), range(size))
     dist.barrier()
 
 
 def test_a_group_made_out_of_turn_fails_once_the_member_it_reached_is_told(group):
-    import datetime
     import time
 
     # Rank 2 makes [1, 2] while rank 1, its first member, waits in the group of
@@ -241,8 +238,7 @@ def test_a_group_made_out_of_turn_fails_once_the_member_it_reached_is_told(group
         with pytest.raises(ValueError,
                            match=r"rank 1, its first member, is making the group of world ranks "
                                  r"\[0, 1, 2(, \d+)*\] now, not this one"):
-            dist.new_group([1, 2], backend="concord", timeout=datetime.timedelta(seconds=20),
-                           use_local_synchronization=True)
+            concord_group_within(20, [1, 2])
         assert time.monotonic() - start < 10
     else:
         with pytest.raises(dist.DistBackendError, match="rank 2 did not come to make it"):
@@ -251,7 +247,6 @@ def test_a_group_made_out_of_turn_fails_once_the_member_it_reached_is_told(group
 
 
 def test_a_member_that_left_a_failed_meeting_can_make_another_group_at_once(group):
-    import datetime
     import time
 
     # Rank 0 never comes to a group of every rank. Rank 2 gives up on it first
@@ -268,14 +263,11 @@ def test_a_member_that_left_a_failed_meeting_can_make_another_group_at_once(grou
         with pytest.raises(dist.DistBackendError, match="rank 0, its first member, did not say"):
             concord_group_within(1)
     if rank in (1, 2):
-        g = dist.new_group([1, 2], backend="concord", timeout=datetime.timedelta(seconds=20),
-                           use_local_synchronization=True)
-        reduce_then_destroy(g, [1, 2])
+        reduce_then_destroy(concord_group_within(20, [1, 2]), [1, 2])
     dist.barrier()
 
 
 def test_a_member_late_for_a_meeting_its_first_member_gave_up_on_is_told_so(group):
-    import datetime
     import time
 
     # Rank 1 comes to a group of every rank after rank 0, its first member, has
@@ -298,7 +290,5 @@ def test_a_member_late_for_a_meeting_its_first_member_gave_up_on_is_told_so(grou
                            match="rank 1 (did not come to make it|came more than 1 s before)"):
             concord_group_within(1)
     if rank in (0, 1):
-        g = dist.new_group([0, 1], backend="concord", timeout=datetime.timedelta(seconds=20),
-                           use_local_synchronization=True)
-        reduce_then_destroy(g, [0, 1])
+        reduce_then_destroy(concord_group_within(20, [0, 1]), [0, 1])
     dist.barrier()
