@@ -18,14 +18,13 @@ constexpr std::uint64_t kShutdown = 2;
 constexpr std::uint64_t kDiagnose = 4;  // rank 0 wants everyone's ready bits (stall report)
 
 // Then three sections of W words: AND of ready bits, OR of ready bits, OR of the
-// ids rank 0 fails for stalling. One MPI_Op does all three.
-void combine_cycle_bits(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const std::uint64_t*>(in);
-  auto* b = static_cast<std::uint64_t*>(inout);
-  const int words = (*len - 1) / 3;
-  b[0] |= a[0];
-  for (int i = 1; i <= words; ++i) b[i] &= a[i];
-  for (int i = words + 1; i < *len; ++i) b[i] |= a[i];
+// ids rank 0 fails for stalling. The AND section travels inverted (NOT of an OR
+// of NOTs), so that MPI's own MPI_BOR combines the whole vector: MPI may apply an
+// operation to any piece of the vector (MPICH's ring Iallreduce does), so an op
+// of our own could not tell the sections apart by where it is called.
+void invert_all_ready(std::vector<std::uint64_t>& vector) {
+  const std::size_t words = (vector.size() - 1) / 3;
+  for (std::size_t i = 1; i <= words; ++i) vector[i] = ~vector[i];
 }
 
 bool test_bit(const std::uint64_t* words, std::size_t id) {
@@ -119,15 +118,7 @@ Negotiator::Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, 
       // exchange (EngineCore::cycles): that is not silence, so it is added.
       wait_limit_s_(timeout_s > 0 ? timeout_s + cycle_s : 0),
       abort_(abort),
-      stalls_(rank, stall) {
-  check_mpi(MPI_Op_create(&combine_cycle_bits, 1, &bits_op_), "MPI_Op_create", rank);
-}
-
-Negotiator::~Negotiator() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && bits_op_ != MPI_OP_NULL) MPI_Op_free(&bits_op_);
-}
+      stalls_(rank, stall) {}
 
 std::optional<std::size_t> Negotiator::cached_id(const Work& work) const {
   auto it = cache_index_.find(work.name);
@@ -158,14 +149,16 @@ void Negotiator::fail_local(const std::string& name, const Error& error, Outcome
 std::vector<std::uint64_t> Negotiator::exchange_bits(std::vector<std::uint64_t> local,
                                                      double give_up_after_s, bool& gave_up) {
   MPI_Request request = MPI_REQUEST_NULL;
+  invert_all_ready(local);
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, local.data(), static_cast<int>(local.size()), MPI_UINT64_T,
-                           bits_op_, control_, &request),
+                           MPI_BOR, control_, &request),
             "MPI_Iallreduce", rank_);
   // Shutting down, a peer may be gone for good: give up quietly (the engine
   // stops either way). Otherwise the transport's deadline, see negotiation_timeout().
   const double limit = give_up_after_s > 0 ? give_up_after_s : wait_limit_s_;
   gave_up = !wait_request(request, limit, abort_, rank_, "MPI_Iallreduce", local);
   if (gave_up && give_up_after_s <= 0) throw negotiation_timeout("MPI_Iallreduce");
+  if (!gave_up) invert_all_ready(local);  // given up, the vector went to keep_until_exit
   return local;
 }
 
@@ -305,7 +298,7 @@ void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>
   }
 }
 
-// The reduced cycle vector (combine_cycle_bits), by section; W words each.
+// The reduced cycle vector (exchange_bits), by section; W words each.
 struct Negotiator::CycleBits {
   std::uint64_t flags;
   const std::uint64_t* all_ready;  // AND: ready on every rank, runs now

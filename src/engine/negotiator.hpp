@@ -41,7 +41,6 @@ class Negotiator {
   // Engine::abort) ends every wait, and cycle() throws ErrorCode::Shutdown.
   Negotiator(MPI_Comm control, int rank, int size, StallPolicy stall, double timeout_s,
              double cycle_s, const AbortSignal& abort);
-  ~Negotiator();
   Negotiator(const Negotiator&) = delete;
   Negotiator& operator=(const Negotiator&) = delete;
 
@@ -125,7 +124,6 @@ class Negotiator {
   double wait_limit_s_;  // what a wait allows: timeout_s_ and a cycle; 0: forever
   const AbortSignal& abort_;
   StallMonitor stalls_;
-  MPI_Op bits_op_ = MPI_OP_NULL;
 
   std::unordered_map<std::string, std::shared_ptr<Work>> pending_;  // this rank's, by name
   std::vector<std::shared_ptr<Work>> to_announce_;

@@ -90,3 +90,37 @@ TEST_CASE("an engine rejects a cycle time that is negative, not a number or too 
     }
   }
 }
+
+// The cycle's ready bits are one Iallreduce: ready on every rank (AND) beside ready on
+// some (OR). A cached name that rank 0 submits first must wait for the others, however
+// MPI splits the vector (engine_np3_ring_negotiation runs this under MPICH's ring
+// Iallreduce, which hands the operation pieces of it).
+TEST_CASE("a cached name ready on one rank waits for the others", "[engine][cycle_bits]") {
+  Communicator comm = Communicator::world();
+  const int ranks = comm.size();
+  EngineOptions options;
+  options.cycle_time_ms = 5;
+  Engine engine(comm, options);
+  const std::vector<std::string> names{"bits/a", "bits/b", "bits/c"};
+  constexpr auto kLate = std::chrono::milliseconds(300);
+  for (int step = 0; step < 3; ++step) {  // step 0 announces; later ones hit the cache
+    if (comm.rank() != 0 && step > 0) std::this_thread::sleep_for(kLate);
+    const auto submitted = std::chrono::steady_clock::now();
+    std::vector<float> values(names.size(), static_cast<float>(comm.rank() + 1 + step));
+    std::vector<Handle> handles;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      handles.push_back(
+          engine.enqueue_allreduce(names[i], {&values[i], 1, DataType::Float32}, ReduceOp::Sum));
+    }
+    for (auto& h : handles) h.wait();
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted).count();
+    const float expected = static_cast<float>(ranks * (ranks + 1) / 2 + ranks * step);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      INFO("step " << step << ", " << names[i]);
+      CHECK(values[i] == expected);
+    }
+    // Rank 0 cannot have its sums before the late ranks submitted.
+    if (comm.rank() == 0 && step > 0 && ranks > 1) CHECK(waited > 0.2);
+  }
+}
