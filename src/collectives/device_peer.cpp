@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace concord::detail {
 namespace {
@@ -18,6 +20,26 @@ namespace {
 std::string bound_text(std::uint64_t ns) {
   return ns == UINT64_MAX ? "without a bound"
                           : fmt::format("{:g} s", static_cast<double>(ns) / 1e9);
+}
+
+std::string bound_clause(const PeerSpace& space) {
+  return fmt::format(" (each wait bounded at {}, CONCORD_TRANSPORT_TIMEOUT_S)",
+                     bound_text(space.timeout_ns));
+}
+
+// The communicator's rank of the arena's rank `local`.
+int comm_rank_of(const PeerSpace& space, std::uint32_t local) {
+  return local < space.comm_ranks.size() ? space.comm_ranks[local] : static_cast<int>(local);
+}
+
+// Every timeout of the path, as the next call or wait on the communicator reports it.
+Error timeout_error(int rank, std::uint32_t call, const std::string& what,
+                    const std::string& bound) {
+  return Error(ErrorCode::Timeout, rank,
+               fmt::format("device allreduce call {} on this communicator: {}{}; the "
+                           "communicator has failed, and the outputs of that call and of any "
+                           "later one are unspecified",
+                           call, what, bound));
 }
 
 // Who meets whom through the arena's flags, as the calls and the probe both say it.
@@ -57,9 +79,7 @@ void check_peer_space(const PeerSpace& space, int rank) {
   const std::uint32_t call = record->call;
   if (call == 0) return;
   std::atomic_thread_fence(std::memory_order_acquire);
-  const auto comm_rank = [&](std::uint32_t local) {
-    return local < space.comm_ranks.size() ? space.comm_ranks[local] : static_cast<int>(local);
-  };
+  const auto comm_rank = [&](std::uint32_t local) { return comm_rank_of(space, local); };
   std::vector<int> missing;
   const std::uint32_t mask = record->missing_ranks;
   for (std::uint32_t r = 0; r < space.comm_ranks.size(); ++r) {
@@ -87,15 +107,7 @@ void check_peer_space(const PeerSpace& space, int rank) {
   } else {
     what = fmt::format("abandoned: rank {} had given up waiting for its peers", first);
   }
-  const std::string bound =
-      by_abort ? std::string()
-               : fmt::format(" (each wait bounded at {}, CONCORD_TRANSPORT_TIMEOUT_S)",
-                             bound_text(space.timeout_ns));
-  throw Error(ErrorCode::Timeout, rank,
-              fmt::format("device allreduce call {} on this communicator: {}{}; the communicator "
-                          "has failed, and the outputs of that call and of any later one are "
-                          "unspecified",
-                          call, what, bound));
+  throw timeout_error(rank, call, what, by_abort ? std::string() : bound_clause(space));
 }
 
 void allreduce_device_peer(PeerSpace& space, std::size_t one_shot_bytes, const void* send,
@@ -139,17 +151,39 @@ void allreduce_device_peer_direct(PeerSpace& space, const PeerBuffers& buffers, 
   }
 }
 
-void exchange_on_boards(SharedArena& arena, std::uint64_t exchanges, const void* mine,
+void exchange_on_boards(const PeerSpace& space, std::uint64_t exchanges, const void* mine,
                         std::size_t bytes, void* all) {
+  SharedArena& arena = *space.arena;
+  const int rank = comm_rank_of(space, static_cast<std::uint32_t>(arena.rank()));
   if (bytes > kExchangeBytes) {
-    throw Error(ErrorCode::Internal, -1,
+    throw Error(ErrorCode::Internal, rank,
                 fmt::format("exchange_on_boards: {} bytes, more than {}", bytes, kExchangeBytes));
   }
   const std::size_t slot = (exchanges % 2) * kExchangeBytes;
   std::memcpy(arena.board(arena.rank()) + slot, mine, bytes);
   arena.publish(exchanges);  // what this rank wrote before, to a peer that sees the value
+  // The kernels' bound, on the host's clock: nothing else ends this wait for a peer
+  // that never comes (the counters' waits have no deadline of their own).
+  const auto deadline =
+      space.timeout_ns == UINT64_MAX
+          ? std::chrono::steady_clock::time_point::max()
+          : std::chrono::steady_clock::now() + std::chrono::nanoseconds(space.timeout_ns);
+  std::vector<int> missing;
   for (int r = 0; r < arena.size(); ++r) {
-    if (r != arena.rank()) arena.wait_for(r, exchanges);
+    if (r == arena.rank()) continue;
+    if (!arena.wait_before(r, exchanges, deadline)) {
+      missing.push_back(comm_rank_of(space, static_cast<std::uint32_t>(r)));
+    }
+  }
+  if (!missing.empty()) {
+    const std::uint32_t call = space.calls + 1;  // the one whose buffers were exchanged
+    throw timeout_error(rank, call == 0 ? 1 : call,
+                        fmt::format("rank(s) {} did not arrive at the exchange of its buffers' "
+                                    "IPC handles",
+                                    fmt::join(missing, ", ")),
+                        bound_clause(space));
+  }
+  for (int r = 0; r < arena.size(); ++r) {
     std::memcpy(static_cast<std::byte*>(all) + static_cast<std::size_t>(r) * bytes,
                 arena.board(r) + slot, bytes);
   }

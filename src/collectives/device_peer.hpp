@@ -26,7 +26,7 @@
 
 namespace concord::detail {
 
-// What the path runs on, set up once per communicator (dispatch/device_peer_setup.cpp).
+// What the path runs on, set up once per communicator (dispatch/device_peer_path.cpp).
 struct PeerSpace {
   // Device memory of every rank of the node: the header holds the rank's PeerFlags,
   // region 0 its inputs, region 1 its outputs (a piece is at most a region).
@@ -70,12 +70,14 @@ struct PeerBuffers {
 void allreduce_device_peer_direct(PeerSpace& space, const PeerBuffers& buffers, std::size_t count,
                                   DataType dtype, ReduceOp op, CudaStream stream);
 
-// Every rank's `bytes` at `mine` into `all` (rank order), through the arena's boards
-// and counters: a meeting of the ranks on the host, the `exchanges`th (counted by the
-// caller from 1, the same on every rank). At most kExchangeBytes; each rank's board
-// holds the last two exchanges, so a slow peer still reads the one it waits for.
+// Every rank's `bytes` at `mine` into `all` (rank order), through the boards and
+// counters of the space's arena: a meeting of the ranks on the host, the `exchanges`th
+// (counted by the caller from 1, the same on every rank). At most kExchangeBytes; each
+// rank's board holds the last two exchanges, so a slow peer still reads the one it
+// waits for. Bounded as the kernels' waits are (timeout_ns): past it, Error(Timeout)
+// naming the ranks that did not come, in the words of check_peer_space.
 inline constexpr std::size_t kExchangeBytes = SharedArena::kBoardBytes / 2;
-void exchange_on_boards(SharedArena& arena, std::uint64_t exchanges, const void* mine,
+void exchange_on_boards(const PeerSpace& space, std::uint64_t exchanges, const void* mine,
                         std::size_t bytes, void* all);
 
 // Whether the ranks' kernels run at the same time: the mean of `rounds` meetings in

@@ -5,6 +5,7 @@
 #include "core/communicator_state.hpp"
 #include "core/mpi_check.hpp"
 #include "core/mpi_wait.hpp"
+#include "dispatch/dispatch.hpp"
 #include "dispatch/paths.hpp"
 #include "transport/shared_arena.hpp"
 
@@ -162,6 +163,17 @@ void fail_communicator(const Communicator& comm, const Error& error) {
   poison_device_arenas(state);
 }
 
+bool leaves_ranks_out_of_step(const Error& error) {
+  switch (error.code()) {
+    case ErrorCode::InvalidArgument:
+    case ErrorCode::Mismatch:
+    case ErrorCode::Finalized:
+      return false;
+    default:
+      return true;
+  }
+}
+
 void check_not_failed(const Communicator& comm) {
   const CommunicatorState& state = comm.state();
   if (state.failure) throw *state.failure;
@@ -172,6 +184,7 @@ void check_not_failed(const Communicator& comm) {
     fail_communicator(comm, error);
     throw error;
   }
+  check_device_failure(comm);
 }
 
 }  // namespace concord::detail

@@ -28,15 +28,22 @@ void agree_within(const char* what, std::string_view label, const CallSignature&
 // instead of waiting for ever. The first reason stays.
 void fail_communicator(const Communicator& comm, const Error& error);
 
-// Runs `data_phase`; a Timeout escaping it (a wait past its deadline, or a peer
-// that gave up), or any error once `comm` was aborted, fails `comm`, whose ranks
-// are then out of step for good.
+// Whether `error`, escaping a call once its ranks agreed to make it, leaves them
+// out of step for good: everything but an argument's rejection (InvalidArgument,
+// Mismatch, Finalized), which comes before any data moves. A wait past its
+// deadline, an abort, and a failure of MPI, CUDA or the system partway (one rank
+// stops while its peers go on) all do: a peer then waits on this rank's shared
+// counters, which have no deadline of their own, or meets what it left behind.
+bool leaves_ranks_out_of_step(const Error& error);
+
+// Runs `data_phase`; an error escaping it that leaves the ranks out of step
+// (leaves_ranks_out_of_step), or any error once `comm` was aborted, fails `comm`.
 template <typename DataPhase>
 void failing_when_abandoned(const Communicator& comm, DataPhase&& data_phase) {
   try {
     data_phase();
   } catch (const Error& e) {
-    if (e.code() == ErrorCode::Timeout || comm.aborted()) fail_communicator(comm, e);
+    if (leaves_ranks_out_of_step(e) || comm.aborted()) fail_communicator(comm, e);
     throw;
   }
 }

@@ -17,6 +17,7 @@
 #include "core/config.hpp"
 #include "device/device_path.hpp"
 #include "device/device_resources.hpp"
+#include "dispatch/call_agreement.hpp"
 #include "dispatch/device_peer_path.hpp"
 #include "dispatch/paths.hpp"
 #include "reduce/cuda_executor.hpp"
@@ -125,8 +126,12 @@ Path choose_device_path(const Communicator& comm, DeviceResources& res, std::siz
 void check_device_failure(const Communicator& comm) {
   const CommunicatorState& state = comm.state();
   const DeviceResources* res = state.device_resources.get();
-  if (res != nullptr && res->peer && res->peer->space.record != nullptr) {
+  if (res == nullptr || !res->peer || res->peer->space.record == nullptr) return;
+  try {
     check_peer_space(res->peer->space, state.rank);
+  } catch (const Error& e) {
+    fail_communicator(comm, e);
+    throw;
   }
 }
 

@@ -82,16 +82,17 @@ std::byte* PeerBufferMaps::open(int peer, const cudaIpcMemHandle_t& handle, Cuda
   return static_cast<std::byte*>(p);
 }
 
-std::optional<PeerBuffers> PeerBufferMaps::map(SharedArena& arena, const void* send, void* recv,
+std::optional<PeerBuffers> PeerBufferMaps::map(const PeerSpace& space, const void* send, void* recv,
                                                std::size_t bytes, CudaStream stream) {
   close_finished();
+  const SharedArena& arena = *space.arena;
   const int me = arena.rank();
   const int ranks = arena.size();
   Exported mine;
   mine.ok = export_buffer(send, bytes, &mine.send, &mine.send_offset) &&
             export_buffer(recv, bytes, &mine.recv, &mine.recv_offset);
   std::vector<Exported> all(static_cast<std::size_t>(ranks));
-  exchange_on_boards(arena, ++exchanges_, &mine, sizeof mine, all.data());
+  exchange_on_boards(space, ++exchanges_, &mine, sizeof mine, all.data());
   if (!std::all_of(all.begin(), all.end(), [](const Exported& e) { return e.ok != 0; })) {
     return std::nullopt;  // every rank sees the same entries: every rank returns here
   }
@@ -113,7 +114,7 @@ std::optional<PeerBuffers> PeerBufferMaps::map(SharedArena& arena, const void* s
   }
   // Whether every rank mapped every peer's: then all take the direct kernel, else none.
   std::vector<std::uint32_t> everyone(static_cast<std::size_t>(ranks));
-  exchange_on_boards(arena, ++exchanges_, &mapped, sizeof mapped, everyone.data());
+  exchange_on_boards(space, ++exchanges_, &mapped, sizeof mapped, everyone.data());
   if (std::find(everyone.begin(), everyone.end(), 0u) != everyone.end()) return std::nullopt;
   return buffers;
 }

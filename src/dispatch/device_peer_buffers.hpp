@@ -34,9 +34,10 @@ class PeerBufferMaps {
   // Every rank's `send` and `recv` (device memory of `bytes`) as this process maps
   // them, or nullopt on every rank alike where some rank's cannot be: memory CUDA IPC
   // cannot export (not from cudaMalloc), or a rank that cannot map a peer's.
-  // Collective over the arena's ranks: two meetings on the host. `stream` is where the
-  // call's kernels go, after every earlier call's.
-  std::optional<PeerBuffers> map(SharedArena& arena, const void* send, void* recv,
+  // Collective over the space's ranks: two meetings on the host, each bounded as the
+  // kernels' waits are (exchange_on_boards: Error(Timeout) naming who did not come).
+  // `stream` is where the call's kernels go, after every earlier call's.
+  std::optional<PeerBuffers> map(const PeerSpace& space, const void* send, void* recv,
                                  std::size_t bytes, CudaStream stream);
 
  private:

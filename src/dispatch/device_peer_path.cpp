@@ -125,7 +125,7 @@ void DevicePeerPath::allreduce(const void* send, void* recv, std::size_t count, 
   const std::size_t bytes = count * size_of(dtype);
   std::optional<PeerBuffers> direct;
   if (bytes >= t.cuda_peer_direct_bytes && !capturing) {
-    direct = buffer_maps_.map(*arena, send, recv, bytes, stream);  // the same on every rank
+    direct = buffer_maps_.map(space, send, recv, bytes, stream);  // the same on every rank
   }
   if (direct) {
     allreduce_device_peer_direct(space, *direct, count, dtype, op, stream);

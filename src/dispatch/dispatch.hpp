@@ -30,9 +30,10 @@ void dispatch_allreduce(const char* what, const void* send, void* recv, std::siz
                         const AllreduceOptions& options);
 
 // Throws the error an earlier device allreduce on `comm` left (Error(Timeout): its
-// kernels recorded peers that never arrived, and the communicator has failed);
-// nothing otherwise. Every dispatch_allreduce checks it first; the engine also once a
-// device bucket's work has finished on the GPU.
+// kernels recorded peers that never arrived), failing `comm` with it
+// (fail_communicator: its peers waiting on this rank's counters fail too); nothing
+// otherwise. Every call on `comm` checks it first (check_not_failed); the engine also
+// once a device bucket's work has finished on the GPU.
 void check_device_failure(const Communicator& comm);
 
 // The engine's fused buckets reduced where their tensors lie. Whether

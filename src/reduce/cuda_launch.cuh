@@ -5,6 +5,8 @@
 #include <concord/error.hpp>
 #include <concord/types.hpp>
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -13,12 +15,16 @@
 
 // kernel<<<grid, block, 0, stream>>>, written CONCORD_LAUNCH(grid, block, stream,
 // kernel)(args...) so that the CUDA emulator's build (tests/cudaemu/kernel.hpp,
-// force-included there) can turn it into a queued host call.
+// force-included there) can turn it into a queued host call. Each launch first reads
+// away an error an earlier runtime call left (forget_earlier_error), so that the
+// check_launch after it reports this launch's failure only.
 #if defined(CONCORD_CUDAEMU_LAUNCH)
-#define CONCORD_LAUNCH(grid, block, stream, ...) \
-  CONCORD_CUDAEMU_LAUNCH(grid, block, stream, __VA_ARGS__)
+#define CONCORD_LAUNCH(grid, block, stream, ...)   \
+  ::concord::detail::cuda::forget_earlier_error(), \
+      CONCORD_CUDAEMU_LAUNCH(grid, block, stream, __VA_ARGS__)
 #else
-#define CONCORD_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<grid, block, 0, stream>>>
+#define CONCORD_LAUNCH(grid, block, stream, ...) \
+  ::concord::detail::cuda::forget_earlier_error(), __VA_ARGS__<<<grid, block, 0, stream>>>
 #endif
 
 namespace concord::detail::cuda {
@@ -47,6 +53,15 @@ struct alignas(16) Pack {
   static constexpr int kCount = 16 / static_cast<int>(sizeof(T));
   T v[kCount];
 };
+
+// cudaGetLastError holds the last error of any runtime call on the thread until it is
+// read: one the application's own call returned (a cudaMalloc that failed, say) would
+// otherwise be reported as concord's launch failure, on one rank while its peers go
+// on. That call returned the error to its caller already; a sticky error (a kernel
+// that faulted) fails the launch itself again.
+inline void forget_earlier_error() {
+  static_cast<void>(cudaGetLastError());
+}
 
 // After a launch: throws Error(Internal) "<kernel> (<what>): <CUDA's name>: <message>"
 // when cudaGetLastError reports a failure.

@@ -36,6 +36,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   if (!meet(a.meet, Meeting::Arrived, sequence)) return;
   reduce_share(a, a.result, nullptr, c.begin, c.end, op);
   __syncthreads();  // every thread of the block is done reading before the block leaves
+  pass(a.meet, Meeting::Reduced, sequence);
   if (!meet(a.meet, Meeting::Left, sequence)) return;
   finish_call(a.meet, sequence);
 }
@@ -87,10 +88,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const Chunk own = block_chunk<T>(shard.begin, shard.end);
   reduce_to_all(a, own.begin, own.end, op);
   __syncthreads();  // the block's writes, everywhere, before it tells its peers
+  pass(a.meet, Meeting::Reduced, sequence);
   if (!meet(a.meet, Meeting::Left, sequence)) return;
   finish_call(a.meet, sequence);
 }
 
+// Its rounds meet on Arrived alone, leaving Reduced and Left behind the calls by their
+// number: a set-up's few, far from the 2^31 at which reached() would misread them.
 __global__ void __launch_bounds__(kThreadsPerBlock)
     probe_kernel(const __grid_constant__ Meet m, int rounds, PeerProbeResult* result) {
   const std::uint64_t start = now_ns();

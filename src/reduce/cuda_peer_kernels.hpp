@@ -20,8 +20,9 @@ inline constexpr int kPeerThreadsPerBlock = 256;  // every kernel here
 
 // One rank's flags, in device memory that every rank of the node maps, zero-filled
 // before the first call. arrived[b][r]: the last call whose block b rank r has
-// started (rank r's input is in place by then); reduced[b][r] (two shot): the last
-// call whose block b rank r has reduced its part of rank r's shard; left[b][r]: the
+// started (rank r's input is in place by then); reduced[b][r]: the last call whose
+// block b rank r has reduced its part of rank r's shard (two shot; one shot and direct
+// pass it on unwaited, so that it never falls far behind the calls); left[b][r]: the
 // last call whose block b rank r has finished reading its peers' buffers. Written by
 // the ranks' kernels only, with sequence numbers that only grow, and waited for with
 // "at least": a flag that a fast rank has already moved on to its next call still

@@ -162,6 +162,18 @@ __device__ inline bool meet(const Meet& m, Meeting which, std::uint32_t sequence
   return __syncthreads_or(late) == 0;
 }
 
+// Publishes `which` for this call to every peer without waiting for theirs: how a
+// kernel without that meeting (one shot and direct have no Reduced) keeps the flag in
+// step with its calls. reached() compares sequence numbers modulo 2^32, so a flag
+// left 2^31 calls behind would read as reached, and a later two shot call would copy
+// its peers' shards before they are reduced. Ordered before the meeting that follows.
+__device__ __forceinline__ void pass(const Meet& m, Meeting which, std::uint32_t sequence) {
+  const int peer = static_cast<int>(threadIdx.x);
+  if (peer < m.ranks) {
+    *static_cast<volatile std::uint32_t*>(flag_slot(m.flags[peer], which, m.rank)) = sequence;
+  }
+}
+
 // Hands `worker` of `workers` its share of elements [begin, end): one(i) for single
 // elements, pack(i) for the 16-byte pack starting at element i. Packs where the
 // buffers allow (`packable`: then every buffer's element `begin` has the same offset

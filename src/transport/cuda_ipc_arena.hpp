@@ -60,6 +60,10 @@ class CudaIpcArena final : public SharedArena {
   void publish(std::uint64_t value) override { counters_->publish(value); }
   std::uint64_t published() const override { return counters_->published(); }
   void wait_for(int peer, std::uint64_t value) const override { counters_->wait_for(peer, value); }
+  bool wait_before(int peer, std::uint64_t value,
+                   std::chrono::steady_clock::time_point deadline) const override {
+    return counters_->wait_before(peer, value, deadline);
+  }
   // The IPC rounds meet on the counters: a failed communicator poisons them, as
   // the host arena's, so that a peer waiting on this rank fails too.
   void poison() override { counters_->poison(); }

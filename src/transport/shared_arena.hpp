@@ -6,6 +6,7 @@
 
 #include <concord/error.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -50,6 +51,11 @@ class SharedArena {
   // the core, so more ranks than cores still make progress. Throws
   // Error(Timeout) naming the peer where it poisoned its counter first.
   virtual void wait_for(int peer, std::uint64_t value) const = 0;
+  // wait_for with a deadline, for a wait outside the rounds that nothing else bounds:
+  // false where `peer`'s counter had not reached `value` by `deadline`; throws as
+  // wait_for does.
+  virtual bool wait_before(int peer, std::uint64_t value,
+                           std::chrono::steady_clock::time_point deadline) const = 0;
   // This rank gives up on the arena (its communicator failed: a call timed out).
   // A peer's wait_for() of a value this rank's counter had not reached then
   // throws instead of waiting for ever; values it had reached still count. For

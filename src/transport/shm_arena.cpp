@@ -442,6 +442,11 @@ bool ShmArena::wait_until(int peer, std::uint64_t value,
 }
 
 void ShmArena::wait_for(int peer, std::uint64_t value) const {
+  wait_before(peer, value, std::chrono::steady_clock::time_point::max());
+}
+
+bool ShmArena::wait_before(int peer, std::uint64_t value,
+                           std::chrono::steady_clock::time_point deadline) const {
   // Spinning is right while the peer runs on another core; once it has taken
   // long enough that the peer is probably descheduled (more ranks than cores),
   // yielding lets it run.
@@ -462,8 +467,10 @@ void ShmArena::wait_for(int peer, std::uint64_t value) const {
       throw aborted_error(world_rank_,
                           fmt::format("while waiting on the node's local rank {}", peer));
     }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     sched_yield();
   }
+  return true;
 }
 
 }  // namespace concord::detail

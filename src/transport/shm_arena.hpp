@@ -44,6 +44,8 @@ class ShmArena final : public SharedArena {
   void publish(std::uint64_t value) override;
   std::uint64_t published() const override;
   void wait_for(int peer, std::uint64_t value) const override;
+  bool wait_before(int peer, std::uint64_t value,
+                   std::chrono::steady_clock::time_point deadline) const override;
   void poison() override;
   // wait_for, giving up at `deadline`: false when the peer's counter had not
   // reached `value` by then (a peer that is gone, at teardown), was poisoned, or

@@ -9,6 +9,7 @@ if(CONCORD_WITH_CUDA)
     gpu/gpu_main.cpp
     gpu/test_gpu_allreduce.cpp
     gpu/test_gpu_peer_path.cpp
+    gpu/test_gpu_peer_failures.cpp
     gpu/test_gpu_abort.cpp
     gpu/test_gpu_engine_failures.cpp
     gpu/stream_kernels.cu)
@@ -43,6 +44,9 @@ if(CONCORD_WITH_CUDA)
     ENV "CONCORD_CUDA_IPC_REGION_BYTES=4096;CONCORD_CUDA_DIRECT_BYTES=0;CONCORD_CUDA_PEER=off")
   concord_add_mpi_test(gpu_np3_peer_timeout concord_gpu_tests 3 ARGS "[timeout]"
     ENV "CONCORD_TRANSPORT_TIMEOUT_S=0.5;CONCORD_CUDA_PEER=on")
+  concord_add_mpi_test(gpu_np2_peer_failures concord_gpu_tests 2 ARGS "[peer_failure]"
+    ENV "CONCORD_TRANSPORT_TIMEOUT_S=1;CONCORD_CUDA_PEER=on;CONCORD_CUDA_IPC_REGION_BYTES=1048576"
+        "CONCORD_TUNING_FILE=${CMAKE_CURRENT_SOURCE_DIR}/gpu/tuning_peer_failures.json")
   # Device calls that cannot finish (gpu/test_gpu_abort.cpp): a rank that never
   # comes to the first one, and aborts, in the set-up, in the IPC rounds and in the
   # device-synchronised path's kernels.
@@ -57,7 +61,7 @@ if(CONCORD_WITH_CUDA)
     ENV "CONCORD_VIRTUAL_NODES=2;CONCORD_NCCL=0")
   list(APPEND gpu_tests gpu_np3_peer_pieces gpu_np3_peer_direct gpu_np2_staging gpu_np3_small_regions
        gpu_np3_peer_timeout gpu_np2_setup_timeout gpu_np2_device_abort gpu_np2_peer_abort
-       gpu_np4_virtual_nodes
+       gpu_np4_virtual_nodes gpu_np2_peer_failures
        gpu_np4_virtual_nodes_host_staging)
   # The device-synchronised kernels (reduce/cuda_peer_kernels.hpp) on their own:
   # ranks meeting through flags in each other's device memory, at 2 and 3 ranks.

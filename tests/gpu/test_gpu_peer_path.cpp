@@ -10,6 +10,7 @@
 #include "cuda/cuda_runtime.hpp"
 #include "device/device_resources.hpp"
 #include "dispatch/device_peer_path.hpp"
+#include "gpu/peer_path_support.hpp"
 #include "gpu/stream_kernels.hpp"
 
 #include <cuda_runtime_api.h>
@@ -20,66 +21,8 @@
 #include <string>
 #include <vector>
 
-namespace {
-
 using namespace concord;
 using namespace concord::test;
-namespace cuda = concord::detail::cuda;
-
-void upload(float* dst, const std::vector<float>& src) {
-  cuda::check(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice),
-              "cudaMemcpy");
-  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // pageable uploads return early
-}
-std::vector<float> download(const float* src, std::size_t n) {
-  std::vector<float> out(n);
-  cuda::check(cudaMemcpy(out.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  return out;
-}
-
-// Rank r's element i for tag k, and the sum over ranks: small integers, exact in float.
-float value(int rank, std::size_t i, int k) {
-  return static_cast<float>((i % 13) + static_cast<std::size_t>(rank) * 3 + k);
-}
-std::size_t wrong_sums(const std::vector<float>& got, int ranks, int k, float factor = 1.0f) {
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    float sum = 0;
-    for (int r = 0; r < ranks; ++r) sum += value(r, i, k);
-    bad += got[i] != sum * factor ? 1 : 0;
-  }
-  return bad;
-}
-std::vector<float> inputs(int rank, std::size_t n, int k) {
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = value(rank, i, k);
-  return v;
-}
-
-// The path of `comm`'s node after one call on `stream` (which sets it up), or null.
-const detail::DevicePeerPath* peer_path(const Communicator& comm, cudaStream_t stream) {
-  cuda::DeviceBuffer one(sizeof(float));
-  AllreduceOptions options;
-  options.stream = stream;
-  allreduce(one.get(), one.get(), 1, DataType::Float32, ReduceOp::Sum, comm, options);
-  cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  const auto& res = comm.state().device_resources;
-  return res ? res->peer.get() : nullptr;
-}
-
-// The tests of the path itself need it: where it is not in use, say why and stop.
-void require_peer_path(const Communicator& comm, cudaStream_t stream) {
-  const detail::DevicePeerPath* path = peer_path(comm, stream);
-  INFO("probe: mean meeting " << (path ? path->probe_meeting_ns : 0) << " ns");
-  REQUIRE(path != nullptr);
-  REQUIRE(path->concurrent);
-}
-
-bool one_node(const Communicator& comm) {
-  return comm.local_size() == comm.size() && comm.size() >= 2;
-}
-
-}  // namespace
 
 TEST_CASE("a device-synchronised allreduce returns before the GPU has done it",
           "[gpu][peer][stream]") {
@@ -253,7 +196,7 @@ TEST_CASE("set-up finds whether the ranks' kernels run at the same time, and the
 // Run with a short bound (CONCORD_TRANSPORT_TIMEOUT_S=0.5) by gpu_np3_peer_timeout: the last
 // rank's call starts long after the others' waits have run out.
 TEST_CASE("a peer that never arrives fails the communicator, naming it", "[.][gpu][timeout]") {
-  Communicator comm = Communicator::world();
+  Communicator comm(MPI_COMM_WORLD);  // its own: a failed communicator stays failed
   REQUIRE(one_node(comm));
   cuda::Stream stream;
   require_peer_path(comm, stream.get());
@@ -309,7 +252,7 @@ TEST_CASE("a peer that never arrives fails the communicator, naming it", "[.][gp
 }
 
 TEST_CASE("an engine handle fails when its bucket's peer never arrives", "[.][gpu][timeout]") {
-  Communicator comm = Communicator::world();
+  Communicator comm(MPI_COMM_WORLD);  // its own: a failed communicator stays failed
   REQUIRE(one_node(comm));
   Engine engine(comm);
   cuda::Stream stream;

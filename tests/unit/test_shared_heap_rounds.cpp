@@ -67,6 +67,15 @@ class ThreadArena final : public SharedArena {
       std::this_thread::yield();
     }
   }
+  bool wait_before(int peer, std::uint64_t value,
+                   std::chrono::steady_clock::time_point deadline) const override {
+    while (memory_.counters[static_cast<std::size_t>(peer)].load(std::memory_order_acquire) <
+           value) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
   bool can_read_peer() const override { return true; }
   void read_peer(int, void* to, const void* from, std::size_t bytes) const override {
     std::memcpy(to, from, bytes);
