@@ -264,14 +264,13 @@ std::vector<std::vector<Negotiator::Announcement>> Negotiator::exchange_announce
 void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>>& all,
                                      Outcome& out) {
   std::vector<std::string> touched;
+  std::vector<std::string> timed_out;
   int last_join = -1;
   for (std::size_t r = 0; r < all.size(); ++r) {
     for (const Announcement& a : all[r]) {
       if (!a.fail && a.sig.kind == WorkKind::Join) last_join = static_cast<int>(r);
-      if (a.fail) {  // rank 0's monitor timed the name out
-        const std::vector<bool> have = announced_by(a.name);
-        registry_.erase(a.name);
-        fail_local(a.name, stalls_.name_timeout(a.name, have), out);
+      if (a.fail) {  // rank 0's monitor timed the name out: decided below
+        timed_out.push_back(a.name);
         continue;
       }
       auto [it, inserted] = registry_.try_emplace(a.name);
@@ -284,6 +283,7 @@ void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>
     }
   }
 
+  fail_timed_out(timed_out, out);
   settle_registry(last_join, out);
 
   // A name someone announced that this rank holds as a cached request (its
@@ -295,6 +295,26 @@ void Negotiator::apply_announcements(const std::vector<std::vector<Announcement>
     if (reg == registry_.end() || it == pending_.end() || it->second->announced) continue;
     it->second->announced = true;
     to_announce_.push_back(it->second);
+  }
+}
+
+// Rank 0's stall timeouts apply once every record of their cycle has: a rank it
+// waited for may have announced the name in this very cycle. If that completed it,
+// it runs on every rank (as a cached id ready everywhere runs, whatever rank 0
+// decided). Otherwise it leaves the registry and every rank's request fails, this
+// cycle's late ones too, naming the ranks still missing. (Applied before the other
+// records, a late rank's handle failed and its record then made a new entry that
+// held no work: the others' next submission ran without it, and hung.)
+void Negotiator::fail_timed_out(const std::vector<std::string>& names, Outcome& out) {
+  if (names.empty()) return;
+  const std::vector<bool> joined = joined_ranks();
+  for (const std::string& name : names) {
+    auto it = registry_.find(name);
+    // Gone already: its requests completed or failed (fail_while_joined).
+    if (it == registry_.end() || complete(name, it->second, joined)) continue;
+    const std::vector<bool> have = it->second.announced();
+    registry_.erase(it);
+    fail_local(name, stalls_.name_timeout(name, have), out);
   }
 }
 

@@ -91,6 +91,8 @@ class Negotiator {
   // The error of a negotiation wait past the deadline; `call` is the MPI call.
   Error negotiation_timeout(const char* call) const;
   void apply_announcements(const std::vector<std::vector<Announcement>>& all, Outcome& out);
+  // Rank 0's stall timeouts of this cycle (`names`), after its other records.
+  void fail_timed_out(const std::vector<std::string>& names, Outcome& out);
 
   // Join (negotiator_join.cpp). A join is announced by name and never cached,
   // so every rank knows, from the same records, which ranks have joined.
@@ -100,6 +102,10 @@ class Negotiator {
   // names announced differently; completes the join once all ranks joined.
   // `last_join` is the rank of the last join record applied this cycle (or -1).
   void settle_registry(int last_join, Outcome& out);
+  // Whether the registry entry `name` runs now (settle_registry's rule): every rank
+  // announced it, or, for an allreduce of host tensors, every rank not `joined`.
+  bool complete(const std::string& name, const Registered& entry,
+                const std::vector<bool>& joined) const;
   // While some rank has joined: what cannot run with zeros fails, on every rank
   // that submitted it (and leaves the registry, the same on every rank).
   void fail_while_joined(const std::vector<bool>& joined, Outcome& out);

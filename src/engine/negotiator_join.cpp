@@ -108,26 +108,30 @@ void Negotiator::fail_while_joined(const std::vector<bool>& joined, Outcome& out
   for (const auto& [name, sig] : unfit) fail_local(name, error(name, sig), out);
 }
 
+bool Negotiator::complete(const std::string& name, const Registered& entry,
+                          const std::vector<bool>& joined) const {
+  const auto first = std::find_if(entry.by_rank.begin(), entry.by_rank.end(),
+                                  [](const auto& s) { return s.has_value(); });
+  const bool fill = name != kJoinName && first != entry.by_rank.end() && fillable(**first);
+  for (std::size_t r = 0; r < joined.size(); ++r) {
+    if (!entry.by_rank[r].has_value() && !(fill && joined[r])) return false;
+  }
+  return true;
+}
+
 void Negotiator::settle_registry(int last_join, Outcome& out) {
   const std::vector<bool> joined = joined_ranks();
   const bool all_joined = std::all_of(joined.begin(), joined.end(), [](bool j) { return j; });
   if (!all_joined) fail_while_joined(joined, out);
   // Complete: every rank announced it, or (an allreduce of host tensors) every
   // rank that has not joined did; in announcement order.
-  std::vector<std::pair<std::uint64_t, std::string>> complete;
+  std::vector<std::pair<std::uint64_t, std::string>> ready;
   for (const auto& [name, entry] : registry_) {
-    const auto first = std::find_if(entry.by_rank.begin(), entry.by_rank.end(),
-                                    [](const auto& s) { return s.has_value(); });
-    const bool fill = name != kJoinName && first != entry.by_rank.end() && fillable(**first);
-    bool ready = true;
-    for (std::size_t r = 0; r < joined.size(); ++r) {
-      ready = ready && (entry.by_rank[r].has_value() || (fill && joined[r]));
-    }
-    if (ready) complete.emplace_back(entry.order, name);
+    if (complete(name, entry, joined)) ready.emplace_back(entry.order, name);
   }
-  std::sort(complete.begin(), complete.end());
+  std::sort(ready.begin(), ready.end());
   std::shared_ptr<Work> join;
-  for (const auto& [order, name] : complete) {
+  for (const auto& [order, name] : ready) {
     const auto& by_rank = registry_[name].by_rank;
     // A copy: the registry entry is erased below.
     const Signature first =
