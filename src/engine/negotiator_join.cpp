@@ -35,8 +35,12 @@ std::vector<bool> Negotiator::joined_ranks() const {
 void Negotiator::set_joined_bits(std::uint64_t* all_ready_words) const {
   if (!joined_ranks()[static_cast<std::size_t>(rank_)]) return;
   for (std::size_t id = 0; id < cache_.size(); ++id) {
-    // A name in the registry completes there, with every rank's signature.
-    if (fillable(cache_[id].second) && !registry_.contains(cache_[id].first)) {
+    const std::string& name = cache_[id].first;
+    // A name in the registry completes there, with every rank's signature. A name
+    // this rank holds a request of (accepted this cycle, say, and announced by name
+    // in this cycle's exchange, which comes after these bits) is not zeros: its
+    // request contributes its data once the others' requests meet it by name.
+    if (fillable(cache_[id].second) && !registry_.contains(name) && !pending_.contains(name)) {
       all_ready_words[id / 64] |= std::uint64_t{1} << (id % 64);
     }
   }

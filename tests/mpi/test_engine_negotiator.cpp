@@ -1,8 +1,8 @@
 // The engine's negotiation, cycle by cycle: each rank drives its own Negotiator
 // and decides in which cycle a name arrives, so races that the engine's timers
 // make rare (a late rank's announcement in the very cycle that carries rank 0's
-// stall timeout) happen every time. Every rank runs the same cycles, as the engine
-// thread does.
+// stall timeout; a joined rank's submission in the cycle its bits stand for zeros)
+// happen every time. Every rank runs the same cycles, as the engine thread does.
 #include <catch2/catch.hpp>
 
 #include <concord/concord.hpp>
@@ -35,6 +35,14 @@ std::shared_ptr<Work> allreduce_work(const std::string& name, std::vector<float>
   w->sig.kind = WorkKind::Allreduce;
   w->sig.count = data.size();
   w->tensor = TensorView{data.data(), data.size(), DataType::Float32};
+  return w;
+}
+
+std::shared_ptr<Work> join_work() {
+  auto w = std::make_shared<Work>();
+  w->name = detail::kJoinName;
+  w->sig.kind = WorkKind::Join;
+  w->sig.dtype = DataType::Int32;
   return w;
 }
 
@@ -124,4 +132,37 @@ TEST_CASE("a stall timeout fails a name announced in its cycle while another ran
   out = n.cycle(Works{all});
   REQUIRE(out.ready.size() == 1);
   CHECK(out.ready[0] == all);
+}
+
+TEST_CASE("a joined rank that submits a cached name in the others' cycle contributes its data",
+          "[engine][negotiator][join]") {
+  // Before, the joined rank's bit for every cached name stood for zeros even where
+  // it submitted the name itself in that cycle: the others ran it with its zeros,
+  // and its own request was left for the next step.
+  Communicator world = Communicator::world();
+  if (world.size() < 2) return;
+  const bool joiner = world.rank() == world.size() - 1;
+  Negotiation n(StallPolicy{60, 0});
+  std::vector<float> data(4, 1.0f);
+  auto cached = allreduce_work("g", data);
+  REQUIRE(n.cycle(Works{cached}).ready.size() == 1);  // agreed by name, cached from now on
+  CHECK(n.cycle(joiner ? Works{join_work()} : Works{}).ready.empty());
+  auto mine = allreduce_work("g", data);
+  Works fresh{mine};
+  std::shared_ptr<Work> ran;
+  int cycles = 0;
+  while (!ran && cycles < 5) {
+    ++cycles;
+    for (auto& w : n.cycle(std::exchange(fresh, {})).ready) {
+      if (w->name == "g") ran = w;
+    }
+  }
+  REQUIRE(ran);
+  CHECK(ran == mine);  // its own tensor, not zeros filled in for it
+  CHECK_FALSE(ran->filler);
+  // In the same cycle on every rank.
+  int least = 0, most = 0;
+  MPI_Allreduce(&cycles, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&cycles, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(least == most);
 }
