@@ -3,6 +3,7 @@
 // collectives, engine_collectives.cpp) and shutdown.
 #include "engine/engine_core.hpp"
 
+#include "core/agreement.hpp"
 #include "core/communicator_state.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
@@ -82,8 +83,7 @@ EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
       stall_{options.stall_warning_s.value_or(config().stall_warning_s),
              options.stall_timeout_s.value_or(config().stall_timeout_s)},
       algorithm_(options.algorithm) {
-  const std::string path = options.timeline_path.value_or(config().timeline_path);
-  if (!path.empty() && data_.rank() == 0) timeline_ = std::make_unique<Timeline>(path, 0);
+  open_timeline(options.timeline_path.value_or(config().timeline_path));
   thread_ = std::jthread([this] {
     try {
       loop();
@@ -94,6 +94,32 @@ EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
     }
   });
   engine_thread_id_ = thread_.get_id();
+}
+
+// Collective over control_, before the engine thread starts: the communicators
+// were made together, so a rank that fails alone here would leave its peers'
+// engines waiting for it in their negotiation until the transport's deadline,
+// blaming a dead peer. The ranks agree on it, and every one fails.
+void EngineCore::open_timeline(const std::string& path) {
+  const int rank = data_.rank();
+  std::optional<Error> failed;
+  if (!path.empty() && rank == 0) {
+    try {
+      timeline_ = std::make_unique<Timeline>(path, 0);
+    } catch (const Error& e) {
+      failed = e;
+    }
+  }
+  const SetupWait wait{"the engine's construction", &control_.state().abort_signal,
+                       "the engine is not made"};
+  const bool everywhere = all_ranks_ok(control_.mpi_comm(), !failed, rank, wait);
+  if (failed) throw *failed;  // it names the file
+  if (!everywhere) {
+    throw Error(ErrorCode::SystemError, rank,
+                "Engine: rank 0 could not open its timeline file (CONCORD_TIMELINE or "
+                "EngineOptions::timeline_path; its error names the file); the engine is not "
+                "made, on any rank");
+  }
 }
 
 EngineCore::~EngineCore() {

@@ -73,6 +73,9 @@ class EngineCore {
 
  private:
   void validate(const Work& work) const;
+  // Rank 0 opens the timeline at `path` (none if empty); every rank throws if it
+  // could not (collective: engine_core.cpp says why).
+  void open_timeline(const std::string& path);
   void loop();    // the engine thread: cycles, then fails what is left
   void cycles();  // until shutdown or a negotiation failure
   // Between cycles: a cycle time after the ranks last met (`met`), or sooner

@@ -260,3 +260,32 @@ TEST_CASE("the timeline is valid Chrome-trace JSON with every phase", "[engine][
   nlohmann::json in_place = traced_step(Algorithm::Auto);
   if (!in_place.is_null()) check_trace(in_place, {"NEGOTIATE", "QUEUE", "REDUCE"});
 }
+
+TEST_CASE("a timeline rank 0 cannot open fails the engine on every rank at construction",
+          "[engine][timeline]") {
+  // Before, only rank 0's constructor failed, after the engine's communicators were
+  // made; the other ranks' engines then waited for rank 0 in their negotiation until
+  // the transport's deadline (30 minutes by default) and blamed a dead peer.
+  Communicator comm = Communicator::world();
+  EngineOptions options = quick();
+  options.timeline_path = "/nonexistent-concord-dir/t.json";
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Engine engine(comm, options);
+    FAIL("the engine was made");
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == ErrorCode::SystemError);
+    if (comm.rank() == 0) {
+      CHECK_THAT(e.what(), Catch::Matchers::Contains("'/nonexistent-concord-dir/t.json'"));
+    } else {
+      CHECK_THAT(e.what(), Catch::Matchers::Contains("rank 0 could not open its timeline"));
+    }
+  }
+  CHECK(seconds_since(start) < 10);
+  // The ranks are still in step: an engine made after it works.
+  Engine engine(comm, quick());
+  float x = 1.0f;
+  engine.enqueue_allreduce("after", {&x, 1, DataType::Float32}, ReduceOp::Sum).wait();
+  CHECK(x == static_cast<float>(comm.size()));
+}
