@@ -24,6 +24,16 @@ int device_of(const void* ptr) {
   return info.ordinal;
 }
 
+// The bucket's first tensor with elements, or null if it has none. An empty tensor
+// is never asked where it lies: its data may be null (torch's empty CUDA tensors
+// are), or point anywhere, and it has nothing to copy or reduce.
+const Work* first_with_data(const Bucket& bucket) {
+  for (const auto& w : bucket.works) {
+    if (w->tensor.count > 0) return w.get();
+  }
+  return nullptr;
+}
+
 void wait_ready(const Bucket& bucket, cudaStream_t stream) {
   for (const auto& w : bucket.works) {
     if (w->ready) w->ready->make_wait(stream);
@@ -79,7 +89,8 @@ DeviceFusionGrowth grow_device_fusion(const std::vector<Bucket>& buckets,
   if (largest == nullptr || growth.bytes <= have) return growth;
   growth.grew = true;
   try {
-    cuda::DeviceGuard on(device_of(largest->works.front()->tensor.data));
+    // It grows to more than 0 bytes: some tensor has elements.
+    cuda::DeviceGuard on(device_of(first_with_data(*largest)->tensor.data));
     if (!state) state.reset(new DeviceBucketState);
     state->fusion.reserve(growth.bytes);
   } catch (...) {
@@ -90,7 +101,9 @@ DeviceFusionGrowth grow_device_fusion(const std::vector<Bucket>& buckets,
 
 void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm algorithm,
                        DeviceBucketStatePtr& state) {
-  const Work& first = *bucket.works.front();
+  // Empty tensors only: nothing to reduce, on any rank (the counts are agreed).
+  if (bucket.count == 0) return;
+  const Work& first = *first_with_data(bucket);
   cuda::DeviceGuard on(device_of(first.tensor.data));
   if (!state) state.reset(new DeviceBucketState);
   cudaStream_t stream = state->stream.get();
@@ -129,6 +142,7 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
   items.reserve(bucket.works.size());
   std::size_t offset = 0;
   for (const auto& w : bucket.works) {
+    if (w->tensor.count == 0) continue;  // its data may be null
     items.push_back({w->tensor.data, fused + offset, w->tensor.count, w->sig.prescale});
     offset += w->tensor.count * esize;
   }
@@ -138,6 +152,7 @@ void run_device_bucket(const Bucket& bucket, const Communicator& comm, Algorithm
   offset = 0;
   items.clear();
   for (const auto& w : bucket.works) {
+    if (w->tensor.count == 0) continue;
     items.push_back({fused + offset, w->tensor.data, w->tensor.count, output_scale(w->sig, ranks)});
     offset += w->tensor.count * esize;
   }

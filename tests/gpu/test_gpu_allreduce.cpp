@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_runtime.hpp"
 #include "gpu/stream_kernels.hpp"
+#include "mpi/engine_support.hpp"
 #include "mpi/test_support.hpp"
 
 #include <cuda_runtime_api.h>
@@ -222,6 +223,78 @@ TEST_CASE("the engine's device broadcast is ordered on the tensor's stream", "[g
   for (float x : got) wrong += x != static_cast<float>(root + 1) ? 1 : 0;
   INFO("rank " << comm.rank() << ": first value " << got[0] << ", root's " << root + 1);
   CHECK(wrong == 0);
+  engine.shutdown();
+}
+
+namespace {
+
+// A device tensor of `count` floats, all `value`.
+cuda::DeviceBuffer device_floats(std::size_t count, float value) {
+  cuda::DeviceBuffer buffer(count * sizeof(float));
+  const std::vector<float> host(count, value);
+  cuda::check(cudaMemcpy(buffer.get(), host.data(), count * sizeof(float), cudaMemcpyHostToDevice),
+              "cudaMemcpy");
+  settle();
+  return buffer;
+}
+
+// How many of the buffer's first `count` floats are not `expected`.
+std::size_t wrong_floats(const cuda::DeviceBuffer& buffer, std::size_t count, float expected) {
+  std::vector<float> got(count);
+  cuda::check(cudaMemcpy(got.data(), buffer.get(), count * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy");
+  std::size_t wrong = 0;
+  for (float x : got) wrong += x != expected ? 1 : 0;
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("the engine completes empty device tensors, alone and fused with others",
+          "[gpu][engine]") {
+  // An empty tensor has nothing to reduce, and its data may be null (torch's empty
+  // CUDA tensors), which the engine accepts. Before, a fused device bucket asked the
+  // pointer cache for its first tensor's device: null failed the growth of the
+  // fusion buffer (every engine stopped for good), or, on one rank only, the bucket
+  // itself (its peers waited in the bucket's allreduce until their deadline).
+  Communicator comm = Communicator::world();
+  const int ranks = comm.size();
+  const float sum = static_cast<float>(ranks * (ranks + 1) / 2);
+  const float mine = static_cast<float>(comm.rank() + 1);
+  EngineOptions options;
+  options.cycle_time_ms = 0.5;
+  Engine engine(comm, options);
+  auto empty = [](void* data) { return TensorView{data, 0, DataType::Float32, Device::Cuda}; };
+  auto view = [](cuda::DeviceBuffer& b, std::size_t count) {
+    return TensorView{b.get(), count, DataType::Float32, Device::Cuda};
+  };
+  // First in a bucket whose fusion buffer grows.
+  cuda::DeviceBuffer a = device_floats(1024, mine);
+  for (Handle& h : engine.enqueue_grouped_allreduce(
+           {"empty/0", "full/a"}, {empty(nullptr), view(a, 1024)}, ReduceOp::Sum)) {
+    CHECK(failure_of(h) == "");
+  }
+  CHECK(wrong_floats(a, 1024, sum) == 0);
+  // First in a bucket that fits the grown buffer; null on rank 0 only, elsewhere a
+  // pointer into device memory, as an empty tensor may have.
+  cuda::DeviceBuffer b = device_floats(512, mine);
+  void* nowhere = comm.rank() == 0 ? nullptr : a.get();
+  for (Handle& h : engine.enqueue_grouped_allreduce(
+           {"empty/1", "full/b"}, {empty(nowhere), view(b, 512)}, ReduceOp::Avg)) {
+    CHECK(failure_of(h) == "");
+  }
+  CHECK(wrong_floats(b, 512, sum / static_cast<float>(ranks)) == 0);
+  // Alone, and a bucket of empty tensors only.
+  Handle alone = engine.enqueue_allreduce("empty/2", empty(nullptr), ReduceOp::Sum);
+  CHECK(failure_of(alone) == "");
+  for (Handle& h : engine.enqueue_grouped_allreduce(
+           {"empty/3", "empty/4"}, {empty(nullptr), empty(nowhere)}, ReduceOp::Max)) {
+    CHECK(failure_of(h) == "");
+  }
+  // The engine goes on.
+  float x = 1.0f;
+  engine.enqueue_allreduce("host", {&x, 1, DataType::Float32}, ReduceOp::Sum).wait();
+  CHECK(x == static_cast<float>(ranks));
   engine.shutdown();
 }
 
