@@ -2,6 +2,7 @@
 
 #include "core/mpi_check.hpp"
 #include "core/mpi_wait.hpp"
+#include "engine/announcement_layout.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -226,21 +227,23 @@ std::vector<std::vector<Negotiator::Announcement>> Negotiator::exchange_announce
     w.put_string(a.name);
     w.put(a.sig);
   }
-  const int my_bytes = static_cast<int>(w.bytes.size());
-  std::vector<int> counts(static_cast<std::size_t>(size_));
-  counts[static_cast<std::size_t>(rank_)] = my_bytes;
+  // The sizes travel in 64 bits, so every rank learns them whole, and each rank checks
+  // alike that they fit the int counts of the exchange (announcement_layout).
+  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(size_));
+  sizes[static_cast<std::size_t>(rank_)] = w.bytes.size();
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, counts.data(), 1, MPI_INT, control_,
-                           &request),
+  check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, sizes.data(), 1, MPI_UINT64_T,
+                           control_, &request),
             "MPI_Iallgather", rank_);
-  if (!wait_request(request, wait_limit_s_, abort_, rank_, "MPI_Iallgather", counts)) {
+  if (!wait_request(request, wait_limit_s_, abort_, rank_, "MPI_Iallgather", sizes)) {
     throw negotiation_timeout("MPI_Iallgather");
   }
-  std::vector<int> displs(counts.size(), 0);
-  for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
-  std::vector<std::byte> all(static_cast<std::size_t>(displs.back() + counts.back()));
-  check_mpi(MPI_Iallgatherv(w.bytes.data(), my_bytes, MPI_BYTE, all.data(), counts.data(),
-                            displs.data(), MPI_BYTE, control_, &request),
+  AnnouncementLayout layout = announcement_layout(sizes, rank_);
+  std::vector<int>& counts = layout.counts;
+  std::vector<int>& displs = layout.displacements;
+  std::vector<std::byte> all(layout.total);
+  check_mpi(MPI_Iallgatherv(w.bytes.data(), counts[static_cast<std::size_t>(rank_)], MPI_BYTE,
+                            all.data(), counts.data(), displs.data(), MPI_BYTE, control_, &request),
             "MPI_Iallgatherv", rank_);
   if (!wait_request(request, wait_limit_s_, abort_, rank_, "MPI_Iallgatherv", w.bytes, all, counts,
                     displs)) {
