@@ -1,4 +1,7 @@
 """concord.allreduce and friends against numpy references computed here."""
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -157,6 +160,42 @@ def test_async_handles_complete_out_of_order(comm_info):
     y = np.full(5, 2.0, dtype=np.float64)
     assert concord.allreduce_async(y, op="avg", name="y", out=y).wait() is y
     np.testing.assert_array_equal(y, np.full(5, 2.0))
+
+
+def test_dropped_handle_keeps_its_arrays_until_done(comm_info):
+    """A Handle dropped before its operation completed: the engine still writes
+    into the result, so the arrays live until it completes (then are let go),
+    and the other ranks get the right sum. Every rank takes part in every
+    collective before any assertion, so a failure cannot leave a rank waiting."""
+    rank, size = comm_info
+    if size < 2:
+        pytest.skip("needs two ranks (alone, the operation may be done before it is dropped)")
+    n = 1 << 16
+    concord.allreduce_async(np.ones(1), name="dropped/warmup").wait()  # engine running
+    out = np.zeros(n)
+    alive = weakref.ref(out)
+    kept, fresh, got = True, [], None
+    if rank == 0:  # the others start theirs only after rank 0 dropped its handle
+        concord.allreduce_async(np.full(n, 1.0), name="dropped", out=out)
+        del out
+        gc.collect()
+        kept = alive() is not None
+        fresh = [np.full(n, -7.0) for _ in range(8)]  # would take the freed memory
+        concord.barrier()
+    else:
+        concord.barrier()
+        got = concord.allreduce_async(np.full(n, 1.0), name="dropped", out=out).wait().copy()
+        del out
+    later = concord.allreduce_async(np.full(3, rank + 1.0), name="dropped/later").wait()
+    concord.allreduce_async(np.ones(1), name="dropped/after").wait()  # lets go of what is done
+    gc.collect()
+    assert kept, "the engine's output array was freed while the operation was in flight"
+    for f in fresh:
+        np.testing.assert_array_equal(f, np.full(n, -7.0))
+    if got is not None:
+        np.testing.assert_array_equal(got, np.full(n, float(size)))
+    np.testing.assert_array_equal(later, np.full(3, size * (size + 1) / 2))
+    assert alive() is None, "the dropped operation's arrays were never let go"
 
 
 def test_grouped_broadcast_allgather(comm_info):

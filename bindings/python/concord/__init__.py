@@ -14,6 +14,7 @@ import itertools
 import math
 import operator
 import sys
+import threading
 from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -169,8 +170,22 @@ def allreduce(array, op: str = "sum", algorithm: Optional[str] = None,
     return result
 
 
+# Operations whose Handle was dropped before they completed, with their arrays:
+# the engine reads and writes those arrays until the operation completes, so
+# they are kept here until then, and let go by the next call that starts or
+# waits for an operation (or by shutdown()).
+_orphans: List = []
+_orphans_lock = threading.Lock()
+
+
+def _release_orphans() -> None:
+    with _orphans_lock:
+        _orphans[:] = [(h, arrays) for h, arrays in _orphans if not h.done()]
+
+
 class Handle:
-    """An asynchronous operation; keeps its arrays alive until it completes."""
+    """An asynchronous operation; keeps its arrays alive until it completes,
+    also when the Handle itself is dropped first."""
 
     def __init__(self, handle, arrays, finish=None):
         self._handle = handle
@@ -186,11 +201,19 @@ class Handle:
             self._result = self._finish() if self._finish else self._arrays[-1]
             self._complete = True
             self._arrays = None
+            _release_orphans()
         return self._result
 
     def done(self) -> bool:
         """True once the operation completed (wait() then returns at once)."""
         return self._complete or self._handle.done()
+
+    def __del__(self):
+        # Dropped before it completed: the engine still uses the arrays.
+        arrays = getattr(self, "_arrays", None)
+        if arrays is not None and not self._handle.done():
+            with _orphans_lock:
+                _orphans.append((self._handle, arrays))
 
 
 def allreduce_async(array, op: str = "sum", name: Optional[str] = None,
@@ -201,6 +224,7 @@ def allreduce_async(array, op: str = "sum", name: Optional[str] = None,
     Ranks may start their operations in different orders: they are matched by
     `name` (default: a counter, which needs the same call order on every rank).
     """
+    _release_orphans()
     a = _as_input(array)
     result = _check_output(out, a) if out is not None else a.copy()
     if out is not None and result is not a:
@@ -273,6 +297,8 @@ def allgather(array, name: Optional[str] = None) -> np.ndarray:
 def shutdown() -> None:
     """Stops the background engine (also done at interpreter exit)."""
     _concord.shutdown()
+    with _orphans_lock:  # the engine fails what was pending and uses no array after
+        _orphans.clear()
 
 
 atexit.register(shutdown)
