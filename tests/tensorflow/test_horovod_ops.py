@@ -75,17 +75,30 @@ def test_reducescatter(world, op):
     np.testing.assert_allclose(got.numpy(), full[start:start + counts[rank]], rtol=1e-6)
 
 
-def test_reducescatter_gradient_and_scales(world):
+def block_rows(rows, size):
+    """Each rank's rows of a reducescatter, as Horovod splits them."""
+    return [rows // size + (r < rows % size) for r in range(size)]
+
+
+@pytest.mark.parametrize("op", ["sum", "avg"])
+def test_reducescatter_gradient_and_scales(world, op):
     rank, size = world
     rows = size + 1
     x = tf.constant(np.ones((rows, 2), np.float32))
+    mine = block_rows(rows, size)
+    # Each rank weighs its block's elements differently, so the gradient shows
+    # which rank's upstream gradient reached which rows.
+    weights = lambda r: np.arange(mine[r] * 2, dtype=np.float32).reshape(-1, 2) + 10 * r + 1
     with tf.GradientTape() as tape:
         tape.watch(x)
-        y = ctf.reducescatter(x, op="avg", name="tf/rs/grad", prescale=2.0, postscale=3.0)
-        loss = tf.reduce_sum(y)
-    np.testing.assert_allclose(y.numpy(), np.full(y.shape, 6.0))
-    # d loss / d x: every element reaches one block, scaled by 2 * 3 / size.
-    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), np.full((rows, 2), 6.0 / size))
+        y = ctf.reducescatter(x, op=op, name=f"tf/rs/grad/{op}", prescale=2.0, postscale=3.0)
+        loss = tf.reduce_sum(y * weights(rank))
+    np.testing.assert_allclose(y.numpy(), np.full(y.shape, 6.0 * (size if op == "sum" else 1)))
+    # Horovod's _reducescatter_grad: every block's upstream gradient gathered,
+    # times the scales, times size() for Sum (and not divided for Average).
+    factor = 6.0 * (size if op == "sum" else 1)
+    expected = factor * np.concatenate([weights(r) for r in range(size)])
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), expected)
     with pytest.raises(ValueError, match="op must be"):
         ctf.reducescatter(x, op="mean")
 

@@ -187,11 +187,14 @@ def _reducescatter_grad(op, grad):
     reduce_op = reduce_op.decode() if isinstance(reduce_op, bytes) else reduce_op
     if reduce_op not in ("sum", "avg"):
         return None
-    # Every rank's input reached every block: gather the blocks' gradients.
+    # Every rank's input reached every block: gather the blocks' gradients,
+    # scaled as Horovod's _reducescatter_grad (and concord.horovod.torch's):
+    # times size() for Sum, as allreduce's gradient (a Sum of every rank's
+    # gradient) is size() times a gradient every rank has; not divided for avg.
     gathered = _ops.concord_allgather(grad, tensor_name=_attr_name(op) + "/grad")
     factor = op.get_attr("prescale") * op.get_attr("postscale")
-    if reduce_op == "avg":
-        factor /= size()
+    if reduce_op == "sum":
+        factor *= size()
     if factor != 1.0:
         gathered = gathered * tf.cast(factor, gathered.dtype)
     return gathered
