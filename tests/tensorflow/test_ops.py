@@ -98,6 +98,31 @@ def test_gradients(world):
     np.testing.assert_allclose(t.gradient(z, x).numpy(), np.full(2, size))
 
 
+def test_a_gradient_missing_on_one_rank_travels_as_zeros(world):
+    """A variable only rank 0's loss uses: the other ranks' gradient is None,
+    sent as zeros, so every rank submits the same names and gets the average
+    (d/db of 3 * sum(b) on rank 0 alone: 3 / size); a variable no rank uses
+    comes back as zeros. The tape and the optimizer alike."""
+    rank, size = world
+    a = tf.Variable([1.0, 1.0], name="missing_a")
+    b = tf.Variable([1.0, 1.0], name="missing_b")
+    c = tf.Variable([1.0, 1.0, 1.0], name="missing_c")
+    with ctf.DistributedGradientTape(tf.GradientTape()) as tape:
+        loss = tf.reduce_sum(a * 2.0) + (tf.reduce_sum(b * 3.0) if rank == 0 else 0.0)
+    ga, gb, gc = tape.gradient(loss, [a, b, c])
+    np.testing.assert_allclose(ga.numpy(), [2.0, 2.0])
+    np.testing.assert_allclose(gb.numpy(), [3.0 / size] * 2)
+    np.testing.assert_allclose(gc.numpy(), [0.0] * 3)
+
+    import keras
+    opt = ctf.DistributedOptimizer(keras.optimizers.SGD(1.0))
+    u = keras.Variable(np.ones(2, np.float32), name="missing_u")
+    w = keras.Variable(np.ones(2, np.float32), name="missing_w")
+    opt.apply([tf.constant([2.0, 2.0]), tf.constant([3.0, 3.0]) if rank == 0 else None], [u, w])
+    np.testing.assert_allclose(u.numpy(), [-1.0, -1.0])
+    np.testing.assert_allclose(w.numpy(), [1.0 - 3.0 / size] * 2)
+
+
 def test_sparse_gradients_via_allgather(world):
     rank, size = world
     emb = tf.Variable(tf.zeros([10, 2]))

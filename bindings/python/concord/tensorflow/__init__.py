@@ -224,6 +224,22 @@ def _grad_names(sources) -> List[str]:
     return names
 
 
+def _zeros_for_missing(grads, sources) -> List:
+    """The gradients, a None one (a variable this rank's loss did not use) as
+    zeros of its source's shape and dtype: every rank then submits the same
+    names (a rank that skipped it would leave the others waiting for it), and
+    it gets the others' contribution, as torch's transparent mode and
+    Horovod-torch's optimizer do."""
+    out = []
+    for g, s in zip(grads, sources):
+        if g is None:
+            shape = tf.TensorShape(getattr(s, "shape", None))
+            g = tf.zeros(shape, tf.as_dtype(s.dtype)) if shape.is_fully_defined() \
+                else tf.zeros_like(s)
+        out.append(g)
+    return out
+
+
 class DistributedGradientTape:
     """Wraps a tf.GradientTape: gradient() returns gradients averaged over ranks."""
 
@@ -244,8 +260,9 @@ class DistributedGradientTape:
 
     def gradient(self, target, sources, *args, **kwargs):
         grads = self._tape.gradient(target, sources, *args, **kwargs)
-        flat = tf.nest.flatten(grads)
-        reduced = grouped_allreduce(flat, op=self._op, names=_grad_names(tf.nest.flatten(sources)))
+        flat_sources = tf.nest.flatten(sources)
+        flat = _zeros_for_missing(tf.nest.flatten(grads), flat_sources)
+        reduced = grouped_allreduce(flat, op=self._op, names=_grad_names(flat_sources))
         return tf.nest.pack_sequence_as(grads, reduced)
 
 
@@ -263,7 +280,8 @@ def _averaged_apply(original):
         try:
             variables = trainable_variables if trainable_variables is not None else \
                 self._trainable_variables
-            grads = grouped_allreduce(list(grads), op="avg", names=_grad_names(variables))
+            grads = grouped_allreduce(_zeros_for_missing(list(grads), variables), op="avg",
+                                      names=_grad_names(variables))
             return original(self, grads, trainable_variables, *args, **kwargs)
         finally:
             _averaging.active = False
