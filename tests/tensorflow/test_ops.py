@@ -123,6 +123,40 @@ def test_a_gradient_missing_on_one_rank_travels_as_zeros(world):
     np.testing.assert_allclose(w.numpy(), [1.0 - 3.0 / size] * 2)
 
 
+def test_allgather_and_broadcast_gradients(world):
+    """As Horovod's: allgather's gradient is the gathered tensor's gradient
+    averaged over ranks, this rank's rows of it; broadcast's is the gradient
+    averaged over ranks on the root, zeros elsewhere. Eagerly and in tf.function."""
+    rank, size = world
+    rows = [r + 1 for r in range(size)]  # uneven first dimensions
+    starts = np.cumsum([0] + rows)
+    weights = lambda r: np.arange(sum(rows) * 2, dtype=np.float32).reshape(-1, 2) * (r + 1)
+    mean = np.mean([weights(r) for r in range(size)], axis=0)
+    x = tf.constant(np.full((rows[rank], 2), rank, np.float32))
+    root = size - 1
+    b_weights = lambda r: np.array([1.0, 2.0, 3.0], np.float32) + 10 * r
+    b_mean = np.mean([b_weights(r) for r in range(size)], axis=0)
+    b = tf.constant(np.full(3, rank, np.float32))
+
+    def grads(tag):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([x, b])
+            gathered = ctf.allgather(x, name=f"tf/ag/grad/{tag}")
+            loss = tf.reduce_sum(gathered * weights(rank))
+            b_loss = tf.reduce_sum(ctf.broadcast(b, root_rank=root, name=f"tf/bc/grad/{tag}")
+                                   * b_weights(rank))
+        # The losses too: an op whose output nothing uses may be pruned from a graph.
+        return tape.gradient(loss, x), tape.gradient(b_loss, b), loss + b_loss
+
+    gathered = np.concatenate([np.full((rows[r], 2), r, np.float32) for r in range(size)])
+    total = (gathered * weights(rank)).sum() + (np.full(3, root) * b_weights(rank)).sum()
+    for tag, (gx, gb, both) in (("eager", grads("eager")), ("fn", tf.function(grads)("fn"))):
+        np.testing.assert_allclose(both.numpy(), total, err_msg=tag)
+        np.testing.assert_allclose(gx.numpy(), mean[starts[rank]:starts[rank + 1]], err_msg=tag)
+        np.testing.assert_allclose(gb.numpy(), b_mean if rank == root else np.zeros(3),
+                                   err_msg=tag)
+
+
 def test_sparse_gradients_via_allgather(world):
     rank, size = world
     emb = tf.Variable(tf.zeros([10, 2]))

@@ -149,6 +149,32 @@ def _attr_name(op) -> str:
     return name or op.name
 
 
+@tf.RegisterGradient("ConcordBroadcast")
+def _broadcast_grad(op, grad):
+    # As Horovod's: the gradient averaged over ranks, kept on the root (whose
+    # tensor every output came from), zeros on the others. Times 0 there, as
+    # Horovod, not zeros_like: in a graph, zeros_like of a known shape would let
+    # TensorFlow prune the allreduce on those ranks only, and the root wait for it.
+    reduced = _ops.concord_allreduce(grad, reduce_op="avg", prescale=1.0, postscale=1.0,
+                                     tensor_name=_attr_name(op) + "/grad")
+    return reduced if rank() == op.get_attr("root_rank") else reduced * 0
+
+
+@tf.RegisterGradient("ConcordAllgather")
+def _allgather_grad(op, grad):
+    # As Horovod's: the gradient of the whole gathered tensor averaged over
+    # ranks, then this rank's rows of it, found from every rank's first dimension.
+    name = _attr_name(op)
+    reduced = _ops.concord_allreduce(grad, reduce_op="avg", prescale=1.0, postscale=1.0,
+                                     tensor_name=name + "/grad")
+    x = op.inputs[0]
+    rows = _ops.concord_allgather(tf.shape(x, out_type=tf.int64)[:1],
+                                  tensor_name=name + "/grad/rows")
+    start = tf.reduce_sum(rows[:rank()])
+    begin = tf.concat([tf.reshape(start, [1]), tf.zeros([tf.rank(x) - 1], tf.int64)], 0)
+    return tf.slice(reduced, begin, tf.shape(x, out_type=tf.int64))
+
+
 def alltoall(tensor, splits=None, name: Optional[str] = None):
     """Rows of dimension 0 to every rank: splits[r] rows go to rank r, in order
     (None: an even split, which size() must allow). Returns (received,
