@@ -154,6 +154,48 @@ def test_reduce_scatter_tensor(group):
     assert torch.allclose(out.double(), expected)
 
 
+PREMUL_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64]
+
+
+def premul_factor(rank):
+    return 0.5 * (rank + 1)  # a different factor on every rank, exact in half
+
+
+def premul_reference(n, dtype):
+    """NCCL's PREMUL_SUM: each rank's input times that rank's own factor, summed."""
+    return sum(premul_factor(r) * t for r, t in enumerate(everyone(n, dtype)))
+
+
+@pytest.mark.parametrize("dtype", PREMUL_DTYPES, ids=str)
+def test_premul_sum_with_each_ranks_own_factor(group, path, dtype):
+    rank = dist.get_rank()
+    expected = premul_reference(1000, dtype)
+    # A double factor, and a tensor factor (as FSDP passes it).
+    for factor in (premul_factor(rank), torch.tensor([premul_factor(rank)])):
+        t = rank_input(rank, 1000, dtype)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor), group=path)
+        assert torch.equal(t, expected), (factor, t[:4], expected[:4])
+    base = rank_input(rank, 12, dtype).reshape(3, 4)  # a non-contiguous view, in place
+    dist.all_reduce(base.t(), op=dist._make_nccl_premul_sum(premul_factor(rank)), group=path)
+    assert torch.equal(base, premul_reference(12, dtype).reshape(3, 4))
+
+
+@pytest.mark.parametrize("dtype", PREMUL_DTYPES, ids=str)
+def test_premul_sum_reduce_scatter_leaves_the_input_as_it_was(group, dtype):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    op = dist._make_nccl_premul_sum(premul_factor(rank))
+    inp = rank_input(rank, 4 * size, dtype)
+    out = torch.empty(4, dtype=dtype)
+    dist.reduce_scatter_tensor(out, inp, op=op)
+    assert torch.equal(out, premul_reference(4 * size, dtype)[rank * 4:(rank + 1) * 4])
+    assert torch.equal(inp, rank_input(rank, 4 * size, dtype))
+    blocks = [rank_input(rank, 3, dtype, salt=b) for b in range(size)]
+    dist.reduce_scatter(out[:3], blocks, op=op)
+    expected = sum(premul_factor(r) * rank_input(r, 3, dtype, salt=rank) for r in range(size))
+    assert torch.equal(out[:3], expected)
+    assert all(torch.equal(b, rank_input(rank, 3, dtype, salt=i)) for i, b in enumerate(blocks))
+
+
 def test_all_to_all_single_even_and_uneven(group):
     size, rank = dist.get_world_size(), dist.get_rank()
     # Even: rank r sends its block j (2 rows of 3) to rank j.

@@ -218,6 +218,7 @@ Step ConcordBackend::allreduce_step(std::vector<at::Tensor> tensors, const c10d:
   std::vector<concord::TensorView> views;
   for (const at::Tensor& t : tensors) {
     staged.push_back(stage(t));
+    premultiply(staged.back().dense, spec);  // the tensors are the outputs
     views.push_back(reduce_view(staged.back().dense, call));
   }
   Step step;
@@ -229,7 +230,7 @@ Step ConcordBackend::allreduce_step(std::vector<at::Tensor> tensors, const c10d:
   // (a DDP bucket is already fused), and its caller usually waits on it.
   step.enqueue = [engine, views, spec](const std::vector<std::string>& names,
                                        concord::Completion done) {
-    return engine->enqueue_grouped_allreduce(names, views, spec.op, spec.prescale, 1.0, done);
+    return engine->enqueue_grouped_allreduce(names, views, spec.op, 1.0, 1.0, done);
   };
   step.after = [staged](const std::vector<concord::Handle>&) {
     for (const Staged& s : staged) s.copy_back();

@@ -172,8 +172,9 @@ Step ConcordBackend::reducescatter_step(at::Tensor input, at::Tensor output,
                                         const c10d::ReduceOp& op, const char* call,
                                         std::string name) {
   const ReduceSpec spec = reduce_op_of(op, input.scalar_type(), call);
-  const Staged in = stage(input);
-  concord::TensorView view = reduce_view(in.dense, call);
+  // The caller's input stays as it is: PREMUL_SUM's factor goes into a copy.
+  const at::Tensor in = premultiplied(stage(input).dense, spec);
+  concord::TensorView view = reduce_view(in, call);
   const std::size_t row_elements = reduce_count(output);
   concord::Engine* engine = &this->engine(call);
   Step step;
@@ -182,7 +183,7 @@ Step ConcordBackend::reducescatter_step(at::Tensor input, at::Tensor output,
   step.enqueue = [engine, view, row_elements, spec, in](const std::vector<std::string>& names,
                                                         concord::Completion done) {
     return std::vector<concord::Handle>{engine->enqueue_reducescatter(
-        names[0], view, row_elements, spec.op, spec.prescale, 1.0, std::move(done))};
+        names[0], view, row_elements, spec.op, 1.0, 1.0, std::move(done))};
   };
   step.after = [output](const std::vector<concord::Handle>& handles) {
     const Staged out = stage(output);

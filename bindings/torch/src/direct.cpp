@@ -117,8 +117,8 @@ std::optional<ReduceSpec> ConcordBackend::direct_path_op(const std::vector<at::T
     return std::nullopt;
   }
   check_tensors(tensors, "allreduce", "tensors");
-  // PREMUL_SUM's factor may differ between ranks: decided by the op, not its value.
-  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) return std::nullopt;
+  // PREMUL_SUM too: its factor, which may differ between ranks, is applied to
+  // this rank's tensor before a plain Sum (ReduceSpec).
   return reduce_op_of(opts.reduceOp, tensors[0].scalar_type(), "allreduce");  // raises for bad ones
 }
 
@@ -126,6 +126,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce_direct(at::Tensor& tens
                                                                 const ReduceSpec& spec,
                                                                 bool async) {
   const Staged staged = stage(tensor);
+  premultiply(staged.dense, spec);  // the tensor is the output
   const concord::TensorView view = reduce_view(staged.dense, "allreduce");
   auto work = c10::make_intrusive<ConcordWork>(rank_, c10d::OpType::ALLREDUCE, "concord:all_reduce",
                                                std::vector<at::Tensor>{tensor});

@@ -67,6 +67,14 @@ ReduceSpec reduce_op_of(const c10d::ReduceOp& op, at::ScalarType dtype, const ch
                     "PREMUL_SUM, PRODUCT, MIN and MAX");
 }
 
+void premultiply(const at::Tensor& dense, const ReduceSpec& spec) {
+  if (spec.factor != 1.0) dense.mul_(spec.factor);
+}
+
+at::Tensor premultiplied(const at::Tensor& input, const ReduceSpec& spec) {
+  return spec.factor == 1.0 ? input : input.mul(spec.factor);
+}
+
 std::size_t reduce_count(const at::Tensor& t) {
   const auto n = static_cast<std::size_t>(t.numel());
   return at::isComplexType(t.scalar_type()) ? 2 * n : n;

@@ -20,12 +20,24 @@ namespace concord_torch {
 // checks through reduce_op_of).
 concord::DataType reduce_dtype(at::ScalarType dtype, const char* call);
 
-// result = postscale * (op over ranks of prescale * x): torch's op as concord's.
+// result = op over ranks of factor * x: torch's op as concord's. `factor` is
+// PREMUL_SUM's, this rank's own (NCCL multiplies each rank's input by its own
+// factor, which may differ between ranks): it is applied here, to this rank's
+// tensor (premultiplied), before a plain Sum, never handed to concord as a
+// prescale, which must agree on every rank.
 struct ReduceSpec {
   concord::ReduceOp op = concord::ReduceOp::Sum;
-  double prescale = 1.0;
+  double factor = 1.0;
 };
 ReduceSpec reduce_op_of(const c10d::ReduceOp& op, at::ScalarType dtype, const char* call);
+
+// `dense` (a tensor the collective may overwrite: its output, or a staged
+// copy) times spec.factor, in place, where the factor is not 1. On a CUDA
+// tensor this is queued on the current stream, which the engine waits for.
+void premultiply(const at::Tensor& dense, const ReduceSpec& spec);
+// `input`, which must stay as it is, times spec.factor: a new tensor where the
+// factor is not 1, else `input` itself.
+at::Tensor premultiplied(const at::Tensor& input, const ReduceSpec& spec);
 
 // Elements concord reduces for `t` (twice numel for a complex tensor).
 std::size_t reduce_count(const at::Tensor& t);
