@@ -68,6 +68,69 @@ def test_python_programs_are_recognised(monkeypatch, program, expected):
     assert build_command(["-np", "2"] + program)[3:] == expected
 
 
+TF_RUN = [sys.executable, "-m", "concord.tensorflow.run"]
+
+
+@pytest.mark.parametrize("program, expected", [
+    # "--" ends python's options: the next word is the script, whatever it looks like
+    (["python", "--", "x.py", "-a"], TF_RUN + ["x.py", "-a"]),
+    (["python", "-u", "--", "-x.py"], [sys.executable, "-u"] + TF_RUN[1:] + ["--", "-x.py"]),
+    # combined one-letter options; -W/-X values attached or in the next word
+    (["python", "-uB", "t.py"], [sys.executable, "-uB"] + TF_RUN[1:] + ["t.py"]),
+    (["python", "-uWerror", "-Xdev", "t.py", "-W"],
+     [sys.executable, "-uWerror", "-Xdev"] + TF_RUN[1:] + ["t.py", "-W"]),
+    (["python", "-uW", "error", "t.py"], [sys.executable, "-uW", "error"] + TF_RUN[1:] + ["t.py"]),
+    # a long option with a value
+    (["python", "--check-hash-based-pycs", "always", "t.py"],
+     [sys.executable, "--check-hash-based-pycs", "always"] + TF_RUN[1:] + ["t.py"]),
+    # -m ends the options, its module attached or not, after other options too
+    (["python", "-um", "pkg.train", "-x"], [sys.executable, "-u"] + TF_RUN[1:] +
+     ["-m", "pkg.train", "-x"]),
+    (["python", "-mpkg.train", "-c"], TF_RUN + ["-m", "pkg.train", "-c"]),
+    # -c CODE (however spelt), -, and an interactive python run as given
+    (["python", "-uc", "print(1)", "x.py"], [sys.executable, "-uc", "print(1)", "x.py"]),
+    (["python", "-ucpass"], [sys.executable, "-ucpass"]),
+    (["python", "-", "a"], [sys.executable, "-", "a"]),
+    (["python", "-u"], [sys.executable, "-u"]),
+    (["python", "--"], [sys.executable, "--"]),
+])
+def test_python_option_grammar(monkeypatch, program, expected):
+    import concord.launcher as launcher
+    monkeypatch.setattr(launcher, "_has_tensorflow", lambda: True)
+    assert build_command(["-np", "2"] + program)[3:] == expected
+
+
+@pytest.mark.parametrize("options", [
+    [], ["-u"], ["-uB"], ["-W", "error"], ["-Werror", "-Xdev"], ["-uWignore"], ["-X", "dev", "-u"],
+    ["--check-hash-based-pycs", "never"], ["--"], ["-u", "--"], ["-E", "-s", "--"],
+])
+def test_the_script_and_its_arguments_are_those_python_takes(tmp_path, options):
+    """CPython itself is the reference: what the launcher takes as the script and
+    its arguments is what python runs and puts in sys.argv."""
+    import json
+    import subprocess
+    from concord.launcher import _python_words
+    script = tmp_path / "-x.py" if "--" in options else tmp_path / "x.py"
+    script.write_text("import json, sys; print(json.dumps(sys.argv))")
+    words = options + [str(script), "-c", "-m", "--", "a"]
+    ran = subprocess.run([sys.executable] + words, capture_output=True, text=True, check=True)
+    argv = json.loads(ran.stdout)
+    kept, kind, target, args = _python_words(words)
+    assert (kind, kept + [target] + args) == ("script", words[:len(kept)] + argv)
+    assert [target] + args == argv
+
+
+def test_transparent_options_need_a_script_or_module(monkeypatch):
+    import concord.launcher as launcher
+    monkeypatch.setattr(launcher, "_has_tensorflow", lambda: True)
+    for program in (["python", "-uc", "pass"], ["python", "-"], ["python"]):
+        with pytest.raises(SystemExit, match="not -c, -, or an interactive python"):
+            build_command(["-np", "2", "--accumulate", "2"] + program)
+    cmd = build_command(["-np", "2", "--accumulate", "2", "python", "-u", "-m", "pkg.t", "-x"])
+    assert cmd[3:] == [sys.executable, "-u"] + TF_RUN[1:] + ["--accumulate", "2", "-m", "pkg.t",
+                                                               "-x"]
+
+
 def test_hydra_output_patterns_take_a_value():
     cmd = build_command(["-np", "2", "-outfile-pattern", "o.%r", "python", "t.py"],
                         tensorflow=False)
@@ -85,6 +148,14 @@ def test_runner_takes_a_module(tmp_path, monkeypatch):
                                                         None)
     o = _parse(["train.py", "-m", "x"])
     assert (o.module, o.script, o.args) == (None, "train.py", ["-m", "x"])
+    # Options with a value before -m; "--" before a script; the program's own
+    # words, a "--" among them, as they are.
+    o = _parse(["--accumulate", "2", "--compression", "fp16", "-m", "pkg.train", "x"])
+    assert (o.module, o.args, o.accumulate, o.compression) == ("pkg.train", ["x"], 2, "fp16")
+    o = _parse(["--accumulate", "3", "--", "-x.py", "--", "-m", "y"])
+    assert (o.module, o.script, o.args, o.accumulate) == (None, "-x.py", ["--", "-m", "y"], 3)
+    o = _parse(["t.py", "--", "z"])
+    assert (o.script, o.args) == ("t.py", ["--", "z"])
     with pytest.raises(SystemExit):
         _parse(["--no-seed"])
 

@@ -16,7 +16,9 @@ A Python script runs data-parallel through the transparent mode (an unmodified
 Keras script: sharded inputs, averaged gradients, rank 0 writes): through
 concord.torch.run where Keras would run on torch (KERAS_BACKEND=torch, or "backend":
 "torch" in keras.json) and torch is installed, else through concord.tensorflow.run
-when TensorFlow is installed; --no-tensorflow runs it as it is. A script that uses
+when TensorFlow is installed; --no-tensorflow runs it as it is. So does a module
+(python -m pkg.train); python -c CODE, python - and an interactive python run as
+given (the interpreter's options are read as CPython reads them). A script that uses
 the explicit API (concord.horovod, concord.tensorflow) runs without those patches
 (docs/HOROVOD.md). Options of that transparent mode given to concordrun go to it:
 
@@ -57,8 +59,14 @@ _HOST_ENTRY = re.compile(r"^[A-Za-z0-9_.\[\]:-]+?(:[0-9]+)?$")
 
 # A Python interpreter, by its file name: python, python3, python3.11, /venv/bin/python.
 _PYTHON = re.compile(r"python[0-9.]*$")
-# Interpreter options that take a value (python -W error -X dev script.py).
-_PYTHON_VALUED = ("-W", "-X")
+# CPython's command line (3.9-3.13): one-letter options, which may be combined
+# (-uB); -W and -X take a value, the rest of the word or the next word (-Werror,
+# -W error, -uWerror); -c and -m take one the same way and end the options, as
+# "-" (stdin), "--" (the next word is the script) and a script do. Of the long
+# options only --check-hash-based-pycs takes a value, the next word.
+_PYTHON_VALUED = "WX"
+_PYTHON_ENDING = "cm"
+_PYTHON_LONG_VALUED = ("--check-hash-based-pycs",)
 
 
 def mpiexec_command():
@@ -155,34 +163,67 @@ def _transparent_runner():
     return _RUNNERS[0] if _has_tensorflow() else None
 
 
+def _python_words(words):
+    """A python command line after the interpreter, as CPython reads it:
+    (options, kind, target, args). kind is "script", "module" (-m), "command"
+    (-c), "stdin" ("-") or None (no program: interactive, or an option python
+    refuses); options are the words before the program, without a final "--"."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            rest = words[i + 1:]
+            return (words[:i], "script", rest[0], rest[1:]) if rest else (words, None, None, [])
+        if word == "-":
+            return words[:i], "stdin", word, words[i + 1:]
+        if not word.startswith("-"):
+            return words[:i], "script", word, words[i + 1:]
+        if word.startswith("--"):
+            i += 2 if word in _PYTHON_LONG_VALUED else 1
+            continue
+        for j in range(1, len(word)):
+            letter, attached = word[j], word[j + 1:]
+            if letter in _PYTHON_ENDING:
+                value = attached or (words[i + 1] if i + 1 < len(words) else None)
+                if value is None:
+                    return words, None, None, []  # python says what is missing
+                options = words[:i] + ([word[:j]] if j > 1 else [])
+                kind = "command" if letter == "c" else "module"
+                return options, kind, value, words[i + (1 if attached else 2):]
+            if letter in _PYTHON_VALUED:
+                i += 0 if attached else 1  # the value is the next word
+                break
+        i += 1
+    return words, None, None, []
+
+
 def _python_program(program, transparent_mode, transparent=()):
     """A Python program line, its script (or -m module) run through the
     transparent mode's runner (with `transparent`, that mode's options) unless
-    transparent_mode is False or there is none."""
+    transparent_mode is False or there is none. `python -c CODE`, `python -`
+    and an interactive python run as given (the transparent mode runs a script
+    or a module)."""
     # Plain "python" means this interpreter, so the ranks see the same packages;
     # a path (a venv's python) is kept.
     interpreter = sys.executable if program[0] in ("python", "python3") else program[0]
-    flags = []
-    i = 1
-    while i < len(program) and program[i].startswith("-") and program[i] not in ("-", "-c", "-m"):
-        n = 2 if program[i] in _PYTHON_VALUED else 1
-        flags.extend(program[i:i + n])
-        i += n
-    rest = program[i:]
-    if rest[:2] in _RUNNERS:  # a runner named by hand: not twice
-        runner, rest = rest[:2], rest[2:]
-    else:
-        runner = (_transparent_runner() if transparent_mode and rest
-                  and rest[0] not in ("-c", "-") else None)
-        if runner is None:
-            if transparent:
-                raise SystemExit(f"concordrun: {transparent[0]} is an option of the transparent "
-                                 "mode, which runs a Python script or module with TensorFlow "
-                                 "installed, or Keras on torch (KERAS_BACKEND=torch) with "
-                                 "torch installed, and without --no-tensorflow")
-            return [interpreter] + flags + rest
+    options, kind, target, args = _python_words(program[1:])
+    if kind == "module" and ["-m", target] in _RUNNERS:  # a runner named by hand: not twice
+        return [interpreter] + options + ["-m", target] + list(transparent) + args
+    runner = _transparent_runner() if transparent_mode and kind in ("script", "module") else None
+    if runner is None:
+        if transparent:
+            raise SystemExit(f"concordrun: {transparent[0]} is an option of the transparent "
+                             "mode, which runs a Python script or module (not -c, -, or an "
+                             "interactive python) with TensorFlow installed, or Keras on torch "
+                             "(KERAS_BACKEND=torch) with torch installed, and without "
+                             "--no-tensorflow")
+        return [interpreter] + program[1:]
     # The runner patches Keras, then runs the script or module.
-    return [interpreter] + flags + runner + list(transparent) + rest
+    if kind == "module":
+        program_words = ["-m", target]
+    else:  # after "--" a script may look like an option: the runner takes "--" too
+        program_words = (["--"] if target.startswith("-") else []) + [target]
+    return [interpreter] + options + runner + list(transparent) + program_words + args
 
 
 def _check_host_entry(entry, where):

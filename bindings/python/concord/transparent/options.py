@@ -34,25 +34,45 @@ def _parser(doc, prog, parts):
     return ap
 
 
+# The runner's options that take a value: the next word (or after "=").
+_VALUED = ("--compression", "--accumulate")
+
+
+def _program_start(argv):
+    """Where the program begins in argv, as python reads its own command line:
+    at "-m" (a module), at "--" (the next word is the script, even one that
+    looks like an option), or at the first word that is neither an option nor
+    an option's value (the script); len(argv) where there is none."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-m", "--") or not a.startswith("-"):
+            return i
+        i += 2 if a in _VALUED else 1
+    return len(argv)
+
+
 def parse(argv, doc, prog, parts):
     """The options (o.script or o.module, o.args, o.no_<part> for each of
-    `parts`, ...) from argv; `doc` (the runner's docstring) is the help."""
+    `parts`, ...) from argv; `doc` (the runner's docstring) is the help. The
+    words from the program on are the program's, as they are (a "--" among the
+    script's arguments too), never ours."""
     ap = _parser(doc, prog, parts)
-    # -m MODULE, as python takes it: the module and everything after it are the
-    # program's, not ours.
-    for i, a in enumerate(argv):
-        if a == "-m":
-            if i + 1 >= len(argv):
-                ap.error("-m needs a module name")
-            o = ap.parse_args(argv[:i])
-            if o.script is not None:
-                ap.error(f"give a script or -m MODULE, not both ({o.script!r} and -m)")
-            o.module, o.args = argv[i + 1], argv[i + 2:]
-            return o
-        if not a.startswith("-"):
-            break
-    o = ap.parse_args(argv)
-    if o.script is None:
+    i = _program_start(argv)
+    o = ap.parse_args(argv[:i])
+    o.script, o.module, o.args = None, None, []
+    program = argv[i:]
+    if program[:1] in (["-m"], ["--"]):
+        if len(program) < 2:
+            ap.error("-m needs a module name" if program[0] == "-m" else
+                     "-- needs a script after it")
+        if program[0] == "-m":
+            o.module = program[1]
+        else:
+            o.script = program[1]
+        o.args = program[2:]
+    elif program:
+        o.script, o.args = program[0], program[1:]
+    else:
         ap.error("a script (or -m MODULE) is required")
-    o.module = None
     return o
