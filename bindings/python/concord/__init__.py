@@ -10,11 +10,11 @@ release the GIL.
 from __future__ import annotations
 
 import atexit
+import collections
 import itertools
 import math
 import operator
 import sys
-import threading
 from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -173,14 +173,22 @@ def allreduce(array, op: str = "sum", algorithm: Optional[str] = None,
 # Operations whose Handle was dropped before they completed, with their arrays:
 # the engine reads and writes those arrays until the operation completes, so
 # they are kept here until then, and let go by the next call that starts or
-# waits for an operation (or by shutdown()).
-_orphans: List = []
-_orphans_lock = threading.Lock()
+# waits for an operation (or by shutdown()). Handle.__del__ may run anywhere,
+# _release_orphans included (in a collection it sets off), so it only appends,
+# which a deque does atomically, without a lock it could already hold; and
+# _release_orphans takes each entry out once and puts back what is in flight,
+# so that an entry appended meanwhile is never lost.
+_orphans: collections.deque = collections.deque()
 
 
 def _release_orphans() -> None:
-    with _orphans_lock:
-        _orphans[:] = [(h, arrays) for h, arrays in _orphans if not h.done()]
+    for _ in range(len(_orphans)):
+        try:
+            entry = _orphans.popleft()
+        except IndexError:  # another thread took the rest
+            return
+        if not entry[0].done():
+            _orphans.append(entry)
 
 
 class Handle:
@@ -212,8 +220,7 @@ class Handle:
         # Dropped before it completed: the engine still uses the arrays.
         arrays = getattr(self, "_arrays", None)
         if arrays is not None and not self._handle.done():
-            with _orphans_lock:
-                _orphans.append((self._handle, arrays))
+            _orphans.append((self._handle, arrays))
 
 
 def allreduce_async(array, op: str = "sum", name: Optional[str] = None,
@@ -297,8 +304,7 @@ def allgather(array, name: Optional[str] = None) -> np.ndarray:
 def shutdown() -> None:
     """Stops the background engine (also done at interpreter exit)."""
     _concord.shutdown()
-    with _orphans_lock:  # the engine fails what was pending and uses no array after
-        _orphans.clear()
+    _orphans.clear()  # the engine failed what was pending and uses no array after
 
 
 atexit.register(shutdown)
