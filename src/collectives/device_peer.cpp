@@ -33,8 +33,8 @@ int comm_rank_of(const PeerSpace& space, std::uint32_t local) {
 }
 
 // Every timeout of the path, as the next call or wait on the communicator reports it.
-Error timeout_error(int rank, std::uint32_t call, const std::string& what,
-                    const std::string& bound) {
+Error peer_timeout_error(int rank, std::uint32_t call, const std::string& what,
+                         const std::string& bound) {
   return Error(ErrorCode::Timeout, rank,
                fmt::format("device allreduce call {} on this communicator: {}{}; the "
                            "communicator has failed, and the outputs of that call and of any "
@@ -65,8 +65,13 @@ cuda::PeerAllreduce call_of(const PeerSpace& space, DataType dtype, ReduceOp op)
   return c;
 }
 
+// The number of the call after `calls`: 0 means "no call" in the record.
+std::uint32_t call_after(std::uint32_t calls) {
+  return calls + 1 == 0 ? 1 : calls + 1;
+}
+
 std::uint32_t next_call(PeerSpace& space) {
-  if (++space.calls == 0) space.calls = 1;  // 0 means "no call" in the record
+  space.calls = call_after(space.calls);
   return space.calls;
 }
 
@@ -107,7 +112,7 @@ void check_peer_space(const PeerSpace& space, int rank) {
   } else {
     what = fmt::format("abandoned: rank {} had given up waiting for its peers", first);
   }
-  throw timeout_error(rank, call, what, by_abort ? std::string() : bound_clause(space));
+  throw peer_timeout_error(rank, call, what, by_abort ? std::string() : bound_clause(space));
 }
 
 void allreduce_device_peer(PeerSpace& space, std::size_t one_shot_bytes, const void* send,
@@ -176,12 +181,13 @@ void exchange_on_boards(const PeerSpace& space, std::uint64_t exchanges, const v
     }
   }
   if (!missing.empty()) {
-    const std::uint32_t call = space.calls + 1;  // the one whose buffers were exchanged
-    throw timeout_error(rank, call == 0 ? 1 : call,
-                        fmt::format("rank(s) {} did not arrive at the exchange of its buffers' "
-                                    "IPC handles",
-                                    fmt::join(missing, ", ")),
-                        bound_clause(space));
+    // The call whose buffers were exchanged (its kernels were not launched).
+    throw peer_timeout_error(
+        rank, call_after(space.calls),
+        fmt::format("rank(s) {} did not arrive at the exchange of its buffers' "
+                    "IPC handles",
+                    fmt::join(missing, ", ")),
+        bound_clause(space));
   }
   for (int r = 0; r < arena.size(); ++r) {
     std::memcpy(static_cast<std::byte*>(all) + static_cast<std::size_t>(r) * bytes,

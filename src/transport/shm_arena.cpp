@@ -431,14 +431,7 @@ void ShmArena::throw_poisoned(int peer) const {
 
 bool ShmArena::wait_until(int peer, std::uint64_t value,
                           std::chrono::steady_clock::time_point deadline) const {
-  std::atomic_ref<std::uint64_t> flag(*counter(peer));
-  for (std::uint64_t v; ((v = flag.load(std::memory_order_acquire)) & ~kPoisoned) < value;) {
-    if ((v & kPoisoned) != 0 || std::chrono::steady_clock::now() >= deadline) return false;
-    // An aborted rank stops waiting at once (its peers may be stuck elsewhere).
-    if (abort_ != nullptr && abort_->raised()) return false;
-    sched_yield();
-  }
-  return true;
+  return wait_counter(peer, value, deadline) == WaitEnd::Reached;
 }
 
 void ShmArena::wait_for(int peer, std::uint64_t value) const {
@@ -447,6 +440,21 @@ void ShmArena::wait_for(int peer, std::uint64_t value) const {
 
 bool ShmArena::wait_before(int peer, std::uint64_t value,
                            std::chrono::steady_clock::time_point deadline) const {
+  switch (wait_counter(peer, value, deadline)) {
+    case WaitEnd::Reached:
+      return true;
+    case WaitEnd::Deadline:
+      return false;
+    case WaitEnd::Poisoned:
+      throw_poisoned(peer);
+    case WaitEnd::Aborted:
+      break;
+  }
+  throw aborted_error(world_rank_, fmt::format("while waiting on the node's local rank {}", peer));
+}
+
+ShmArena::WaitEnd ShmArena::wait_counter(int peer, std::uint64_t value,
+                                         std::chrono::steady_clock::time_point deadline) const {
   // Spinning is right while the peer runs on another core; once it has taken
   // long enough that the peer is probably descheduled (more ranks than cores),
   // yielding lets it run.
@@ -454,7 +462,7 @@ bool ShmArena::wait_before(int peer, std::uint64_t value,
   std::atomic_ref<std::uint64_t> flag(*counter(peer));
   std::uint64_t v = 0;
   for (int spins = 0; ((v = flag.load(std::memory_order_acquire)) & ~kPoisoned) < value; ++spins) {
-    if ((v & kPoisoned) != 0) throw_poisoned(peer);
+    if ((v & kPoisoned) != 0) return WaitEnd::Poisoned;
     if (spins < kSpinsBeforeYield) {
 #if defined(__x86_64__)
       _mm_pause();
@@ -462,15 +470,12 @@ bool ShmArena::wait_before(int peer, std::uint64_t value,
       continue;
     }
     // Past the spins a wait is long, and the flag's read costs nothing beside
-    // the yield.
-    if (abort_ != nullptr && abort_->raised()) {
-      throw aborted_error(world_rank_,
-                          fmt::format("while waiting on the node's local rank {}", peer));
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // the yield. An aborted rank stops waiting (its peers may be stuck elsewhere).
+    if (abort_ != nullptr && abort_->raised()) return WaitEnd::Aborted;
+    if (std::chrono::steady_clock::now() >= deadline) return WaitEnd::Deadline;
     sched_yield();
   }
-  return true;
+  return WaitEnd::Reached;
 }
 
 }  // namespace concord::detail

@@ -75,6 +75,11 @@ class ShmArena final : public SharedArena {
   ShmArena(std::byte* base, int fd, const Layout& layout, int rank, int size, int world_rank);
   std::uint64_t* counter(int owner) const;
   [[noreturn]] void throw_poisoned(int peer) const;  // wait_for, on a poisoned counter
+  // The one wait on a peer's counter that wait_for, wait_before and wait_until read
+  // their own ways: how it ended.
+  enum class WaitEnd { Reached, Deadline, Poisoned, Aborted };
+  WaitEnd wait_counter(int peer, std::uint64_t value,
+                       std::chrono::steady_clock::time_point deadline) const;
   // Beside the counter, on its second line: the owner's pid and the address of
   // its probe word, for probe_peer_reads and read_peer, and where its heap
   // lies in its own address space, for peer_view.

@@ -33,6 +33,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// What every case here starts from: a communicator of its own (a failed one stays
+// failed), on the device-synchronised path, and options for calls on its stream.
+struct OnPeerPath {
+  Communicator comm{MPI_COMM_WORLD};
+  cuda::Stream stream;
+  AllreduceOptions options;
+  OnPeerPath() {
+    REQUIRE(one_node(comm));
+    require_peer_path(comm, stream.get());
+    options.stream = stream.get();
+  }
+};
+
 // The call fails with Timeout, its message containing `text`.
 template <typename Call>
 void expect_timeout(Call&& call, const std::string& text) {
@@ -49,17 +62,13 @@ void expect_timeout(Call&& call, const std::string& text) {
 
 TEST_CASE("a peer late for a direct call's exchange of buffers fails the call at the bound",
           "[.][peer_failure]") {
-  Communicator comm(MPI_COMM_WORLD);  // its own: a failed communicator stays failed
-  REQUIRE(one_node(comm));
-  cuda::Stream stream;
-  require_peer_path(comm, stream.get());
+  OnPeerPath setup;
+  auto& [comm, stream, options] = setup;
   const int late = comm.size() - 1;
   constexpr std::size_t n = std::size_t{1} << 20;  // 4 MiB: the direct kernel
   cuda::DeviceBuffer buf(n * sizeof(float));
   auto* p = reinterpret_cast<float*>(buf.get());
   upload(p, inputs(comm.rank(), n, 0));
-  AllreduceOptions options;
-  options.stream = stream.get();
   MPI_Barrier(MPI_COMM_WORLD);
   if (comm.rank() == late) std::this_thread::sleep_for(std::chrono::seconds(3));
   const auto t0 = std::chrono::steady_clock::now();
@@ -89,18 +98,14 @@ TEST_CASE("a peer late for a direct call's exchange of buffers fails the call at
 
 TEST_CASE("a device call's recorded timeout fails the communicator for host calls too",
           "[.][peer_failure]") {
-  Communicator comm(MPI_COMM_WORLD);  // its own: a failed communicator stays failed
-  REQUIRE(one_node(comm));
-  cuda::Stream stream;
-  require_peer_path(comm, stream.get());
+  OnPeerPath setup;
+  auto& [comm, stream, options] = setup;
   float warm = 1.0f;  // the host path's shared memory, set up while every rank is here
   allreduce(&warm, &warm, 1, DataType::Float32, ReduceOp::Sum, comm);
   const int late = comm.size() - 1;
   constexpr std::size_t n = 1000;  // one shot
   cuda::DeviceBuffer buf(n * sizeof(float));
   auto* p = reinterpret_cast<float*>(buf.get());
-  AllreduceOptions options;
-  options.stream = stream.get();
   MPI_Barrier(MPI_COMM_WORLD);
   // The late rank's call waits on its stream behind 3 s of work; the others' kernels
   // give up on it at the bound.
@@ -122,15 +127,11 @@ TEST_CASE("a device call's recorded timeout fails the communicator for host call
 
 TEST_CASE("an error the application left in CUDA's last error is not the call's",
           "[.][peer_failure]") {
-  Communicator comm(MPI_COMM_WORLD);  // its own: a failed communicator stays failed
-  REQUIRE(one_node(comm));
-  cuda::Stream stream;
-  require_peer_path(comm, stream.get());
+  OnPeerPath setup;
+  auto& [comm, stream, options] = setup;
   constexpr std::size_t n = (std::size_t{2} << 20) / sizeof(float);  // two pieces of 1 MiB
   cuda::DeviceBuffer buf(n * sizeof(float));
   auto* p = reinterpret_cast<float*>(buf.get());
-  AllreduceOptions options;
-  options.stream = stream.get();
   for (int k = 0; k < 2; ++k) {
     INFO("call " << k);
     upload(p, inputs(comm.rank(), n, k));
@@ -151,10 +152,8 @@ TEST_CASE("an error the application left in CUDA's last error is not the call's"
 // copy its peers' shards before they were reduced.
 TEST_CASE("one shot and direct calls keep the Reduced flags in step, across the wrap",
           "[.][peer_failure]") {
-  Communicator comm(MPI_COMM_WORLD);  // its own: a failed communicator stays failed
-  REQUIRE(one_node(comm));
-  cuda::Stream stream;
-  require_peer_path(comm, stream.get());
+  OnPeerPath setup;
+  auto& [comm, stream, options] = setup;
   const detail::DevicePeerPath& path = *comm.state().device_resources->peer;
   auto* mine = reinterpret_cast<cuda::PeerFlags*>(path.arena->header(path.arena->rank()));
   const auto flags = [&] {
@@ -166,8 +165,6 @@ TEST_CASE("one shot and direct calls keep the Reduced flags in step, across the 
   constexpr std::size_t direct = std::size_t{1} << 20;    // 4 MiB: the direct kernel
   cuda::DeviceBuffer buf(direct * sizeof(float));
   auto* p = reinterpret_cast<float*>(buf.get());
-  AllreduceOptions options;
-  options.stream = stream.get();
   for (int k = 0; k < 3; ++k) {
     INFO("round " << k);
     upload(p, inputs(comm.rank(), two_shot, k));
