@@ -1,8 +1,14 @@
 // concord's TensorFlow ops: AsyncOpKernels that hand their tensors to concord's
 // process-wide fusion engine and finish when it completes them. Ranks match
 // operations by name (the tensor_name attr, else the node name), so the order in
-// which TensorFlow's executors run them cannot deadlock. No exception crosses
-// into TensorFlow: concord::Error becomes the op's error status.
+// which TensorFlow's executors run them cannot deadlock. Every op is stateful: a
+// collective has effects beyond its output (the other ranks wait for it), so
+// grappler must neither constant-fold one whose input is a constant (it would
+// run once, at optimisation, and every later call would skip the exchange) nor
+// merge or prune it. concord.tensorflow exempts them from tf.function's program
+// order (run_unordered there), which would otherwise chain them one after the
+// other. No exception crosses into TensorFlow: concord::Error becomes the op's
+// error status.
 #include <concord/concord.hpp>
 
 #include "tensorflow/core/framework/common_shape_fns.h"
@@ -29,6 +35,7 @@ REGISTER_OP("ConcordAllreduce")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("output: T")
+    .SetIsStateful()
     .SetShapeFn(tf::shape_inference::UnchangedShape)
     .Doc("postscale * (reduce_op over ranks of prescale * tensor), through concord.");
 
@@ -66,6 +73,7 @@ REGISTER_OP("ConcordGroupedAllreduce")
     .Attr("tensor_names: list(string)")
     .Input("tensors: N * T")
     .Output("outputs: N * T")
+    .SetIsStateful()
     .SetShapeFn([](tf::shape_inference::InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
       return tf::Status();
@@ -114,6 +122,7 @@ REGISTER_OP("ConcordBroadcast")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("output: T")
+    .SetIsStateful()
     .SetShapeFn(tf::shape_inference::UnchangedShape)
     .Doc("root_rank's tensor on every rank, through concord.");
 
@@ -148,6 +157,7 @@ REGISTER_OP("ConcordAllgather")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("output: T")
+    .SetIsStateful()
     .SetShapeFn([](tf::shape_inference::InferenceContext* c) {
       tf::shape_inference::ShapeHandle out;
       TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &out));
