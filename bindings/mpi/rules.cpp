@@ -69,7 +69,10 @@ Decision decide(const void* sendbuf, const void* recvbuf, long long count, MPI_D
                 MPI_Op op, MPI_Comm comm) noexcept {
   const Settings& s = settings();
   if (!s.enabled) return {std::nullopt, PassReason::Disabled};
-  if (count <= 0 || comm == MPI_COMM_NULL || recvbuf == nullptr || sendbuf == nullptr) {
+  // MPI_IN_PLACE is a send buffer only: as recvbuf MPI reports MPI_ERR_BUFFER
+  // (MPICH and Open MPI), where concord would write through it.
+  if (count <= 0 || comm == MPI_COMM_NULL || recvbuf == nullptr || sendbuf == nullptr ||
+      recvbuf == MPI_IN_PLACE) {
     return {std::nullopt, PassReason::EmptyOrInvalid};
   }
   const auto cop = concord_op(op);

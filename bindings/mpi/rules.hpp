@@ -14,7 +14,8 @@ namespace concord::mpi_interposer {
 enum class PassReason {
   Disabled,         // CONCORD_MPI_INTERPOSE=0 or a bad setting
   ConcordInternal,  // concord's own set-up call, made while the interposer runs concord
-  EmptyOrInvalid,   // count <= 0, null buffers (MPI_BOTTOM), MPI_COMM_NULL: MPI's to handle
+  EmptyOrInvalid,   // count <= 0, null buffers (MPI_BOTTOM), MPI_IN_PLACE as recvbuf,
+                    // MPI_COMM_NULL: MPI's to handle
   Datatype,         // a user-defined, derived or unsupported predefined datatype
   Op,               // a user op, logical/bitwise ops, MINLOC/MAXLOC, REPLACE, NO_OP
   Intercommunicator,

@@ -3,6 +3,8 @@
  * string says what went wrong (or, where MPI cannot keep that string, stderr
  * does), and the communicator stays usable. The error here:
  * send and recv overlap without being the same buffer (erroneous in MPI too).
+ * Invalid arguments concord does not take (MPI_IN_PLACE as recvbuf) are MPI's
+ * to report, as without the interposer.
  * Linked with libconcord_mpi before the MPI library. */
 #include <mpi.h>
 #include <stdio.h>
@@ -51,6 +53,17 @@ int main(int argc, char** argv) {
   int one = 1, sum = 0;
   rc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, returning);
   expect(rc == MPI_SUCCESS && sum == size, "the communicator does not work after the error", rank);
+
+  /* MPI_IN_PLACE as the receive buffer is erroneous: MPI reports MPI_ERR_BUFFER
+   * (MPICH through the communicator's handler, Open MPI through MPI_COMM_WORLD's),
+   * so the interposer must leave it to MPI rather than write through the address. */
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  /* 1000 ints: above the Open MPI default CONCORD_MPI_INTERPOSE_MIN_BYTES (512) */
+  rc = MPI_Allreduce(MPI_IN_PLACE, MPI_IN_PLACE, 1000, MPI_INT, MPI_SUM, returning);
+  error_class = -1;
+  if (rc != MPI_SUCCESS) MPI_Error_class(rc, &error_class);
+  expect(error_class == MPI_ERR_BUFFER, "MPI_IN_PLACE as recvbuf was not reported", rank);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 
   MPI_Comm handled;
   MPI_Errhandler handler;
