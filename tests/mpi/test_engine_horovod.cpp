@@ -217,6 +217,10 @@ TEST_CASE("alltoall, reducescatter and join errors", "[engine][horovod][errors]"
                       Contains("e/even") && Contains("evenly"));
   }
   CHECK_THROWS_WITH(engine.enqueue_alltoall("e/row", view, 3, {}), Contains("multiple of"));
+  // Not whole rows, and the one whole row does not split over n > 1 ranks: the
+  // count is what is wrong.
+  CHECK_THROWS_WITH(engine.enqueue_alltoall("e/row_uneven", view, t.size() - 1, {}),
+                    Contains("e/row_uneven") && Contains("multiple of"));
   CHECK_THROWS_WITH(engine.enqueue_reducescatter("e/rs", view, 0, ReduceOp::Sum),
                     Contains("row_elements must be > 0"));
   std::vector<std::int32_t> ints(4);
