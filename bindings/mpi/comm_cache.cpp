@@ -78,20 +78,22 @@ void check(int rc, const char* call) {
 }
 
 // The attribute's answer, made on first use.
-const Communicator* look_up_or_make(MPI_Comm comm) {
+CommRoute look_up_or_make(MPI_Comm comm) {
   const int key = keyval();
   void* value = nullptr;
   int found = 0;
-  check(PMPI_Comm_get_attr(comm, key, &value, &found), "MPI_Comm_get_attr");
+  // A handle MPI does not know (a freed communicator's, garbage): the call goes
+  // to PMPI_Allreduce, which reports MPI_ERR_COMM as it would without us.
+  if (PMPI_Comm_get_attr(comm, key, &value, &found) != MPI_SUCCESS) return {nullptr, true};
   if (found) {
-    if (value == &intercommunicator_marker) return nullptr;
-    return &static_cast<Entry*>(value)->communicator;
+    if (value == &intercommunicator_marker) return {};
+    return {&static_cast<Entry*>(value)->communicator};
   }
   int inter = 0;
   check(PMPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
   if (inter) {
     check(PMPI_Comm_set_attr(comm, key, &intercommunicator_marker), "MPI_Comm_set_attr");
-    return nullptr;
+    return {};
   }
   // Owned here until the attribute holds it (delete_entry frees it from then on).
   auto entry = std::make_unique<Entry>(Entry{Communicator(comm)});
@@ -103,16 +105,19 @@ const Communicator* look_up_or_make(MPI_Comm comm) {
     delete_entry(comm, key, entry.release(), nullptr);
     check(MPI_ERR_OTHER, "MPI_Comm_set_attr");
   }
-  return &entry.release()->communicator;
+  return {&entry.release()->communicator};
 }
 
 }  // namespace
 
-const Communicator* communicator_for(MPI_Comm comm) {
+CommRoute communicator_for(MPI_Comm comm) {
   const std::uint64_t now = generation.load(std::memory_order_acquire);
-  if (last_used.generation == now && last_used.comm == comm) return last_used.communicator;
-  const Communicator* found = look_up_or_make(comm);
-  last_used = {comm, found, now};  // stale already if a callback ran meanwhile: a miss
+  if (last_used.generation == now && last_used.comm == comm) return {last_used.communicator};
+  const CommRoute found = look_up_or_make(comm);
+  // Only handles carrying the attribute are remembered (a refused one may become
+  // a communicator later without a delete callback having run).
+  if (found.invalid) return found;
+  last_used = {comm, found.communicator, now};  // stale already if a callback ran meanwhile
   return found;
 }
 

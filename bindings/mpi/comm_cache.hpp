@@ -9,10 +9,17 @@
 
 namespace concord::mpi_interposer {
 
-// The Communicator of `comm` (made on first use: collective over comm, like the
-// MPI_Allreduce that asks), or nullptr for an intercommunicator. Throws
-// concord::Error when set-up fails.
-const Communicator* communicator_for(MPI_Comm comm);
+// Where a call on a communicator goes: concord's Communicator for it, or MPI.
+struct CommRoute {
+  const Communicator* communicator = nullptr;  // nullptr: PMPI_Allreduce
+  bool invalid = false;  // MPI refused the handle (freed, never made): MPI reports it
+};
+
+// The route of `comm`: its Communicator (made on first use: collective over comm,
+// like the MPI_Allreduce that asks), or MPI for an intercommunicator and for a
+// handle MPI does not take as a communicator. Throws concord::Error when set-up
+// fails.
+CommRoute communicator_for(MPI_Comm comm);
 
 // Frees every cached Communicator; called before PMPI_Finalize.
 void release_all() noexcept;

@@ -60,13 +60,14 @@ int run_in_concord(const void* sendbuf, void* recvbuf, Count count, MPI_Datatype
                    MPI_Op op, MPI_Comm comm, const Taken& call) noexcept {
   try {
     const InsideConcord guard;
-    const Communicator* communicator = communicator_for(comm);
-    if (communicator == nullptr) {
-      count_passed(PassReason::Intercommunicator);
+    const CommRoute route = communicator_for(comm);
+    if (route.communicator == nullptr) {
+      count_passed(route.invalid ? PassReason::EmptyOrInvalid : PassReason::Intercommunicator);
       return pmpi_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }
     const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    allreduce(send, recvbuf, static_cast<std::size_t>(count), call.dtype, call.op, *communicator);
+    allreduce(send, recvbuf, static_cast<std::size_t>(count), call.dtype, call.op,
+              *route.communicator);
     count_taken();
     return MPI_SUCCESS;
   } catch (const Error& e) {

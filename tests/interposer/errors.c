@@ -65,6 +65,24 @@ int main(int argc, char** argv) {
   expect(error_class == MPI_ERR_BUFFER, "MPI_IN_PLACE as recvbuf was not reported", rank);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 
+#ifdef MPICH_VERSION
+  /* A freed communicator's handle (MPICH checks handles; in Open MPI it is a
+   * freed pointer): MPI reports MPI_ERR_COMM through MPI_COMM_WORLD's handler,
+   * and so must the interposer, not an error of its own. Checked before any
+   * other communicator is made, which could be given the handle again. */
+  MPI_Comm freed, stale;
+  MPI_Comm_dup(MPI_COMM_WORLD, &freed);
+  stale = freed;
+  MPI_Comm_free(&freed);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  rc = MPI_Allreduce(buf, buf + 1000, 1000, MPI_INT, MPI_SUM, stale);
+  error_class = -1;
+  if (rc != MPI_SUCCESS) MPI_Error_class(rc, &error_class);
+  expect(error_class == MPI_ERR_COMM, "a freed communicator was not reported as MPI_ERR_COMM",
+         rank);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+#endif
+
   MPI_Comm handled;
   MPI_Errhandler handler;
   MPI_Comm_dup(MPI_COMM_WORLD, &handled);
