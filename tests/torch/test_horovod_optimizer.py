@@ -164,6 +164,37 @@ def test_shares_the_optimizers_state_and_schedulers():
     assert opt.param_groups[0]["lr"] == 0.05
 
 
+def test_broadcast_optimizer_state_keeps_the_scheduler_on_every_rank():
+    # A scheduler made on the optimizer DistributedOptimizer wraps, the state
+    # broadcast through the wrapped one (Horovod's order in its examples): the
+    # learning rate must decay alike on every rank, root (which loads nothing)
+    # and the others (which load root's state_dict), so the weights stay equal.
+    net = model()
+    base = torch.optim.SGD(net.parameters(), lr=0.1 * (RANK + 1), momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(base, step_size=1, gamma=0.5)
+    opt = hvd.DistributedOptimizer(base, named_parameters=net.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.param_groups[0]["lr"] == 0.1
+    for s in range(3):
+        opt.zero_grad()
+        loss_of(net, *mine(batch(s))).backward()
+        opt.step()
+        scheduler.step()
+    # The reference: one process on the global batches, lr 0.1 halved each step.
+    ref = model()
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    ref_scheduler = torch.optim.lr_scheduler.StepLR(ref_opt, step_size=1, gamma=0.5)
+    for s in range(3):
+        ref_opt.zero_grad()
+        loss_of(ref, *batch(s)).backward()
+        ref_opt.step()
+        ref_scheduler.step()
+    # Gathered, so that every rank fails alike where one has another rate.
+    assert hvd.allgather_object(opt.param_groups[0]["lr"]) == [ref_opt.param_groups[0]["lr"]] * SIZE
+    assert opt.state is base.state and opt.param_groups[0] is base.param_groups[0]
+    assert_same_weights(net, ref, 1e-12)
+
+
 @pytest.mark.skipif(SIZE < 2, reason="a mismatch needs two ranks")
 def test_a_failed_exchange_fails_every_rank_and_the_next_step_starts_afresh():
     torch.manual_seed(0)

@@ -42,7 +42,24 @@ def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.", process
     state = _objects.broadcast_object(_on_host(optimizer.state_dict()), root_rank,
                                       name=f"optimizer_state/{prefix}")
     if _basics.rank() != int(root_rank):
-        optimizer.load_state_dict(state)
+        _load_in_place(optimizer, state)
+
+
+def _load_in_place(optimizer, state) -> None:
+    """optimizer.load_state_dict(state), keeping the optimizer's param_group
+    dicts and its state object: load_state_dict makes new ones, which would cut
+    this rank off from a scheduler or the optimizer that DistributedOptimizer
+    wrapped (they share those objects), while root, which loads nothing, keeps
+    them. Horovod likewise sets root's values into the existing groups."""
+    groups, kept = optimizer.param_groups, optimizer.state
+    optimizer.load_state_dict(state)
+    for old, new in zip(groups, optimizer.param_groups):
+        old.clear()
+        old.update(new)  # new["params"] is old's list: load_state_dict keeps it
+    kept.clear()
+    kept.update(optimizer.state)
+    optimizer.param_groups = groups
+    optimizer.state = kept
 
 
 def _on_host(obj):
