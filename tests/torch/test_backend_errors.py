@@ -36,6 +36,40 @@ def test_counts_that_differ_fail_on_every_rank(make_group, direct):
         dist.destroy_process_group(g)
 
 
+# Pairs of dtypes of one element size: as bytes they would pass for each other.
+SAME_SIZE = [(torch.float32, torch.int32), (torch.float16, torch.bfloat16),
+             (torch.float64, torch.int64), (torch.int8, torch.uint8)]
+
+
+@pytest.mark.parametrize("dtypes", SAME_SIZE, ids=lambda d: f"{d[0]}-{d[1]}")
+def test_dtypes_of_one_size_that_differ_fail_the_moving_collectives_on_every_rank(group, dtypes):
+    size, rank = dist.get_world_size(), dist.get_rank()
+    if size == 1:
+        pytest.skip("needs two ranks")
+    dtype = dtypes[0] if rank == 0 else dtypes[1]
+
+    def mine():
+        return torch.full((size * 2,), rank + 1).to(dtype)
+
+    calls = {
+        "broadcast": lambda t, out: dist.broadcast(t, src=1),
+        "all_gather_into_tensor": lambda t, out: dist.all_gather_into_tensor(out, t),
+        "all_gather": lambda t, out: dist.all_gather(list(out.chunk(size)), t),
+        "all_to_all_single": lambda t, out: dist.all_to_all_single(out[:size * 2], t),
+    }
+    for name, call in calls.items():
+        t, out = mine(), torch.zeros(size * size * 2, dtype=dtype)
+        with pytest.raises(ValueError, match="ranks submitted it differently"):
+            call(t, out)
+        # Nothing moved: no rank took another's bytes for its own dtype.
+        assert torch.equal(t, mine()), name
+        assert torch.equal(out, torch.zeros(size * size * 2, dtype=dtype)), name
+    # The group goes on working afterwards.
+    t = torch.full((3,), rank + 1).to(dtypes[1])
+    dist.broadcast(t, src=0)
+    assert torch.equal(t, torch.full((3,), 1).to(dtypes[1]))
+
+
 def test_all_to_all_single_output_is_checked_before_any_data_moves(group):
     size = dist.get_world_size()
     inp = torch.ones(size * 2, 3)

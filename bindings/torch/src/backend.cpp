@@ -269,7 +269,7 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::broadcast(std::vector<at::Tensor>
   TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, "concord: broadcast: root ",
                     opts.rootRank, " is not a rank of this group of ", size_);
   const Staged staged = stage(tensors[0]);
-  const concord::TensorView view = byte_view(staged.dense);
+  const concord::TensorView view = wire_view(staged.dense);
   concord::Engine* engine = &this->engine("broadcast");
   const int root = static_cast<int>(opts.rootRank);
   Step step;

@@ -58,12 +58,12 @@ Step ConcordBackend::allgather_step(at::Tensor input,
                                     std::function<void(const std::vector<std::byte>&)> place,
                                     const char* call, std::string name) {
   const Staged staged = stage(input);
-  const concord::TensorView view = byte_view(staged.dense);
+  const concord::TensorView view = wire_view(staged.dense);
   concord::Engine* engine = &this->engine(call);
   Step step;
   step.names = {std::move(name)};
-  // One row per rank: a rank's whole tensor, so ranks whose sizes differ fail
-  // with the engine's mismatch error.
+  // One row per rank: a rank's whole tensor, so ranks whose sizes or dtypes
+  // (wire_view) differ fail with the engine's mismatch error.
   step.enqueue = [engine, view, staged](const std::vector<std::string>& names,
                                         concord::Completion done) {
     return std::vector<concord::Handle>{
@@ -274,15 +274,17 @@ c10::intrusive_ptr<c10d::Work> ConcordBackend::alltoall_base(
                       "output");
   }
   const Staged in = stage(input);
-  const concord::TensorView view = byte_view(in.dense);
+  const concord::TensorView view = wire_view(in.dense);
+  const std::size_t row_elements =
+      row_bytes / static_cast<std::size_t>(input.element_size()) * wire_elements(input);
   concord::Engine* engine = &this->engine("alltoall_base");
   const std::vector<int64_t> expected = output_split_sizes;
   Step step;
   step.names = names_.next("alltoall", 1);
-  step.enqueue = [engine, view, row_bytes, send_rows, in](const std::vector<std::string>& names,
-                                                          concord::Completion done) {
+  step.enqueue = [engine, view, row_elements, send_rows, in](const std::vector<std::string>& names,
+                                                             concord::Completion done) {
     return std::vector<concord::Handle>{
-        engine->enqueue_alltoall(names[0], view, row_bytes, send_rows, std::move(done))};
+        engine->enqueue_alltoall(names[0], view, row_elements, send_rows, std::move(done))};
   };
   step.after = [output, expected, row_bytes](const std::vector<concord::Handle>& handles) {
     const auto& received = handles[0].output();

@@ -5,7 +5,7 @@
 
 namespace concord_torch {
 
-concord::DataType reduce_dtype(at::ScalarType dtype, const char* call) {
+std::optional<concord::DataType> concord_dtype(at::ScalarType dtype) {
   switch (dtype) {
     case at::kFloat:
     case at::kComplexFloat:
@@ -26,10 +26,16 @@ concord::DataType reduce_dtype(at::ScalarType dtype, const char* call) {
     case at::kByte:
       return concord::DataType::UInt8;
     default:
-      TORCH_CHECK_TYPE(false, "concord: ", call, " cannot reduce tensors of dtype ", dtype,
-                       "; it reduces float32, float64, float16, bfloat16, complex64, "
-                       "complex128, int32, int64, int8 and uint8");
+      return std::nullopt;
   }
+}
+
+concord::DataType reduce_dtype(at::ScalarType dtype, const char* call) {
+  const std::optional<concord::DataType> mine = concord_dtype(dtype);
+  TORCH_CHECK_TYPE(mine.has_value(), "concord: ", call, " cannot reduce tensors of dtype ", dtype,
+                   "; it reduces float32, float64, float16, bfloat16, complex64, "
+                   "complex128, int32, int64, int8 and uint8");
+  return *mine;
 }
 
 ReduceSpec reduce_op_of(const c10d::ReduceOp& op, at::ScalarType dtype, const char* call) {
@@ -119,6 +125,21 @@ concord::TensorView reduce_view(const at::Tensor& t, const char* call) {
   view.count = reduce_count(t);
   view.dtype = reduce_dtype(t.scalar_type(), call);
   return with_device(view, t);
+}
+
+concord::TensorView wire_view(const at::Tensor& t) {
+  const std::optional<concord::DataType> dtype = concord_dtype(t.scalar_type());
+  if (!dtype) return byte_view(t);
+  concord::TensorView view;
+  view.data = t.numel() > 0 ? t.data_ptr() : nullptr;
+  view.count = reduce_count(t);
+  view.dtype = *dtype;
+  return with_device(view, t);
+}
+
+std::size_t wire_elements(const at::Tensor& t) {
+  if (!concord_dtype(t.scalar_type())) return static_cast<std::size_t>(t.element_size());
+  return at::isComplexType(t.scalar_type()) ? 2 : 1;
 }
 
 concord::TensorView byte_view(const at::Tensor& t) {

@@ -10,12 +10,18 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace concord_torch {
 
-// The dtype concord reduces a tensor of `dtype` as. Complex tensors reduce as
+// concord's dtype for a tensor of `dtype`, where it has one: complex tensors
+// as pairs of their real type.
+std::optional<concord::DataType> concord_dtype(at::ScalarType dtype);
+
+// The dtype concord reduces a tensor of `dtype` as (concord_dtype, raising
+// TypeError where there is none). Complex tensors reduce as
 // pairs of their real type (valid for sum and average only, which the caller
 // checks through reduce_op_of).
 concord::DataType reduce_dtype(at::ScalarType dtype, const char* call);
@@ -60,8 +66,17 @@ Staged stage(const at::Tensor& t);
 // A view of `t` (contiguous) for the engine; CUDA tensors carry the current
 // stream of their device, so the engine runs after the work queued on it.
 concord::TensorView reduce_view(const at::Tensor& t, const char* call);
-// The same bytes as uint8, for collectives that only move data (any dtype).
+// The same bytes as uint8 (any dtype).
 concord::TensorView byte_view(const at::Tensor& t);
+// A view of `t` (contiguous) for the collectives that only move data
+// (broadcast, allgather, all-to-all): in concord_dtype where the tensor's dtype
+// has one, so that the engine's cross-rank check of the dtype catches ranks
+// passing different dtypes of the same byte size (float32 and int32, say),
+// which as bytes would read each other's data as their own; bytes otherwise
+// (bool, int16, ...: those concord cannot tell apart).
+concord::TensorView wire_view(const at::Tensor& t);
+// Elements of wire_view(t) per element of `t`.
+std::size_t wire_elements(const at::Tensor& t);
 
 bool is_cuda(const at::Tensor& t);
 
