@@ -17,16 +17,19 @@ def test_bool_allreduce_is_a_type_error(group):
         dist.all_reduce(torch.ones(3, dtype=torch.bool))
 
 
+@pytest.mark.parametrize("premul", [False, True], ids=["sum", "premul_sum"])
 @pytest.mark.parametrize("direct", [False, True], ids=["engine", "direct"])
-def test_counts_that_differ_fail_on_every_rank(make_group, direct):
+def test_counts_that_differ_fail_on_every_rank(make_group, direct, premul):
     if dist.get_world_size() == 1:
         pytest.skip("needs two ranks")
     g = None if direct else make_group(direct=False)
     t = torch.ones(10 + dist.get_rank())
+    # PREMUL_SUM's factor must not reach the caller's tensor of a call that fails.
+    op = dist._make_nccl_premul_sum(3.0) if premul else dist.ReduceOp.SUM
     # The direct path's checked exchange words it one way, the engine another.
     match = "ranks disagree: rank 1 passed count=11" if direct else "ranks submitted it differently"
     with pytest.raises(ValueError, match=match):
-        dist.all_reduce(t, group=g)
+        dist.all_reduce(t, op=op, group=g)
     assert torch.equal(t, torch.ones(10 + dist.get_rank()))  # nothing moved
     # The group goes on working afterwards.
     t = torch.ones(4)

@@ -217,8 +217,7 @@ Step ConcordBackend::allreduce_step(std::vector<at::Tensor> tensors, const c10d:
   std::vector<Staged> staged;
   std::vector<concord::TensorView> views;
   for (const at::Tensor& t : tensors) {
-    staged.push_back(stage(t));
-    premultiply(staged.back().dense, spec);  // the tensors are the outputs
+    staged.push_back(stage_premultiplied(t, spec));  // the tensors are the outputs
     views.push_back(reduce_view(staged.back().dense, call));
   }
   Step step;

@@ -125,8 +125,7 @@ std::optional<ReduceSpec> ConcordBackend::direct_path_op(const std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ConcordBackend::allreduce_direct(at::Tensor& tensor,
                                                                 const ReduceSpec& spec,
                                                                 bool async) {
-  const Staged staged = stage(tensor);
-  premultiply(staged.dense, spec);  // the tensor is the output
+  const Staged staged = stage_premultiplied(tensor, spec);  // the tensor is the output
   const concord::TensorView view = reduce_view(staged.dense, "allreduce");
   auto work = c10::make_intrusive<ConcordWork>(rank_, c10d::OpType::ALLREDUCE, "concord:all_reduce",
                                                std::vector<at::Tensor>{tensor});

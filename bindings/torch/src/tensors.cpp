@@ -73,10 +73,6 @@ ReduceSpec reduce_op_of(const c10d::ReduceOp& op, at::ScalarType dtype, const ch
                     "PREMUL_SUM, PRODUCT, MIN and MAX");
 }
 
-void premultiply(const at::Tensor& dense, const ReduceSpec& spec) {
-  if (spec.factor != 1.0) dense.mul_(spec.factor);
-}
-
 at::Tensor premultiplied(const at::Tensor& input, const ReduceSpec& spec) {
   return spec.factor == 1.0 ? input : input.mul(spec.factor);
 }
@@ -106,6 +102,11 @@ void check_tensors(const std::vector<at::Tensor>& tensors, const char* call, con
 
 Staged stage(const at::Tensor& t) {
   return Staged{t, t.is_contiguous() ? t : t.contiguous()};
+}
+
+Staged stage_premultiplied(const at::Tensor& t, const ReduceSpec& spec) {
+  if (spec.factor == 1.0) return stage(t);
+  return Staged{t, t.mul(spec.factor).contiguous()};
 }
 
 namespace {

@@ -37,10 +37,6 @@ struct ReduceSpec {
 };
 ReduceSpec reduce_op_of(const c10d::ReduceOp& op, at::ScalarType dtype, const char* call);
 
-// `dense` (a tensor the collective may overwrite: its output, or a staged
-// copy) times spec.factor, in place, where the factor is not 1. On a CUDA
-// tensor this is queued on the current stream, which the engine waits for.
-void premultiply(const at::Tensor& dense, const ReduceSpec& spec);
 // `input`, which must stay as it is, times spec.factor: a new tensor where the
 // factor is not 1, else `input` itself.
 at::Tensor premultiplied(const at::Tensor& input, const ReduceSpec& spec);
@@ -62,6 +58,11 @@ struct Staged {
   }
 };
 Staged stage(const at::Tensor& t);
+// stage(t) for a reduction that writes its result into `t`: where spec has a
+// factor (PREMUL_SUM), `dense` is always a copy, t times the factor, so that a
+// call that fails (ranks that disagree, say) leaves `t` as it was. On a CUDA
+// tensor the product is queued on the current stream, which the engine waits for.
+Staged stage_premultiplied(const at::Tensor& t, const ReduceSpec& spec);
 
 // A view of `t` (contiguous) for the engine; CUDA tensors carry the current
 // stream of their device, so the engine runs after the work queued on it.
