@@ -225,5 +225,26 @@ for mark in recorder.seen:
         current.append(mark)
 results["shuffled_epochs"] = epochs  # 3: two of the first fit(), one of the second
 
+
+# TerminateOnNaN, one label inf: its sample lies in one rank's share of batch 2
+# only; every rank must stop after that batch, as one process does.
+class Batches(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.seen = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append(batch)
+
+
+x = rng.normal(size=(40, 3)).astype(np.float32)
+y = x.sum(1, keepdims=True)
+y[21] = np.inf
+model = keras.Sequential([keras.layers.Input((3,)), keras.layers.Dense(1)])
+model.compile(keras.optimizers.SGD(0.01), loss="mse")
+batches = Batches()
+h = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+              callbacks=[keras.callbacks.TerminateOnNaN(), batches])
+results["nan"] = {"batches": batches.seen, "epochs": len(h.history["loss"])}
+
 with open(os.path.join(OUT, f"results-{RANK}.json"), "w") as f:
     json.dump(results, f)

@@ -27,8 +27,9 @@ def clean_env():
     return env
 
 
-def run(cmd, timeout=600):
-    p = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=timeout)
+def run(cmd, timeout=600, env=None):
+    p = subprocess.run(cmd, env=dict(clean_env(), **(env or {})), capture_output=True, text=True,
+                       timeout=timeout)
     assert p.returncode == 0, f"{cmd} failed:\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}"
     return p
 
@@ -83,7 +84,10 @@ def cases(tmp_path_factory):
     run([sys.executable, CASES, str(single)])
     concordrun = shutil.which("concordrun")
     assert concordrun, "concordrun is not installed (pip install .)"
-    run([concordrun, "-np", "2", "python", CASES, str(dist)])
+    # Ranks that part ways (one stops training, another goes on) fail in a
+    # minute, not at the launcher's 30 minutes.
+    run([concordrun, "-np", "2", "python", CASES, str(dist)],
+        env={"CONCORD_STALL_TIMEOUT_S": "60"})
 
     def load(d, rank):
         with open(d / f"results-{rank}.json") as f:
@@ -136,6 +140,15 @@ def test_a_rank_that_stops_early_ends_in_a_timeout_not_a_hang():
     assert p.returncode != 0, out
     assert "fit returned" not in out, out
     assert "have not submitted" in out or "did not submit" in out, out
+
+
+def test_terminate_on_nan_stops_every_rank_after_the_same_batch(cases):
+    # The inf label is in rank 1's share of batch 2: rank 1 alone stopped there,
+    # and rank 0 waited in batch 3's gradient exchange until the stall timeout.
+    one, ranks, _ = cases
+    assert one["nan"] == {"batches": [0, 1, 2], "epochs": 1}
+    for r in ranks:
+        assert r["nan"] == one["nan"]
 
 
 def test_list_inputs_sample_weights_and_any_validation_data(cases):
