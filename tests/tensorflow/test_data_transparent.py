@@ -25,7 +25,7 @@ def test_reader_data_is_not_sharded_again(tmp_path):
     ranks = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)]
     for r, got in enumerate(ranks):
         assert got["indices"] == list(range(r, TOTAL, 2))  # the transparent mode's rule
-    for fit in range(2):
+    for fit in range(3):  # the reader's arrays, its dataset, x made a plain array
         epochs = [got["seen"][fit] for got in ranks]
         assert len(epochs[0]) == len(epochs[1]) == (2 if fit == 0 else 1)
         for e in range(len(epochs[0])):
@@ -36,3 +36,7 @@ def test_reader_data_is_not_sharded_again(tmp_path):
                 assert sorted(flat) == ranks[r]["indices"]  # its own share, all of it, once
         if fit == 0:  # shuffled: the epochs differ
             assert epochs[0][0] != epochs[0][1]
+    # A y that is not the reader's share (here the whole data set's) is an error
+    # on every rank, not labels paired with other samples.
+    for got in ranks:
+        assert "different numbers of samples on rank 0 (x 11, y 22)" in got["mismatch"]

@@ -142,11 +142,28 @@ def array_dataset(x, y, sample_weight, batch_size, shuffle, seed=None):
         raise ValueError("concord.data: sample_weight without y: a dataset of (x, "
                          "sample_weight) would take the weights for labels; pass y as well")
     size = rank_size()[1]
-    parts = tuple(np.asarray(a) for a in (x, y, sample_weight) if a is not None)
-    lengths = gather_ints([len(parts[0])], "lengths")[:, 0]
+    named = [(n, np.asarray(a)) for n, a in (("x", x), ("y", y), ("sample_weight", sample_weight))
+             if a is not None]
+    lengths = gather_ints([len(a) for _, a in named], "lengths")  # a row per rank
+    _check_lengths(lengths, [n for n, _ in named])
+    parts = tuple(a for _, a in named)
     seed = common_seed(seed) if shuffle else None
-    return dataset(parts, len(parts[0]), int(lengths.min()), int(lengths.max()),
+    return dataset(parts, len(parts[0]), int(lengths[:, 0].min()), int(lengths[:, 0].max()),
                    per_rank_batch(batch_size, size), seed)
+
+
+def _check_lengths(lengths, names):
+    """Every rank's arrays the same length, or an error on every rank (each
+    has every rank's lengths). A reader's x holds this rank's share: a y read
+    otherwise (the whole data set's labels, say) would be paired by position
+    with samples that are not its own, without an error."""
+    for rank, row in enumerate(lengths):
+        if (row != row[0]).any():
+            held = ", ".join(f"{n} {int(k)}" for n, k in zip(names, row))
+            raise ValueError(
+                f"concord.data: fit()'s arrays hold different numbers of samples on rank {rank} "
+                f"({held}): a reader's arrays are that rank's share of the data set, and the "
+                "others must be the same share (read the labels with the same reader, label=)")
 
 
 def fit_inputs(x, y, sample_weight, global_batch, shuffle):

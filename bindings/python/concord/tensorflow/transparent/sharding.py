@@ -31,7 +31,9 @@ def shard(p, x, y, sample_weight, batch_size, shuffle):
     if p.size == 1:
         return None
     from concord import data  # read by concord.data: each rank holds its share already
-    if data.is_sharded(x):
+    if any(data.is_sharded(a) for a in (x, y, sample_weight)):
+        # Any of them a reader's (np.asarray(x) drops the mark of x alone): they
+        # hold this rank's share, and sharding them again would drop samples.
         return data.fit_inputs(x, y, sample_weight, lambda: global_batch(p, batch_size),
                                shuffle)
     if numpy_inputs(x, y, sample_weight):
