@@ -122,13 +122,14 @@ def test_the_torch_path_does_not_import_tensorflow(runs):
 
 def test_inputs_it_cannot_shard_are_an_error(runs):
     d, _ = runs
-    assert result(d["single"])["errors"] == {"generator": None, "batch_1": None}
+    assert result(d["single"])["errors"] == {"generator": None, "batch_1": None, "reader_y": None}
     for r in (0, 1):
         errors = result(d["dist"], r)["errors"]
         assert "fit()'s x on Keras's torch backend: a builtins.generator cannot be split" in \
             errors["generator"]
         assert "torch.utils.data.DataLoader" in errors["generator"]  # what to use instead
         assert "batch_size 1 is smaller than the number of ranks (2)" in errors["batch_1"]
+        assert "from a concord.data reader hold each rank's share already" in errors["reader_y"]
 
 
 def test_dataloader_and_pydataset_batches_are_split_too(runs):

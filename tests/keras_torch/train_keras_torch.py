@@ -24,6 +24,8 @@ import numpy as np
 import keras
 from keras import ops
 
+from concord.data import ShardArray
+
 RANK = int(os.environ.get("PMI_RANK", "0"))
 
 
@@ -125,7 +127,9 @@ def bad_inputs(model, x, y):
     errors = {}
     cases = {"generator": lambda: model.fit(((x[i:i + 4], y[i:i + 4]) for i in range(0, 8, 4)),
                                             steps_per_epoch=2, verbose=0),
-             "batch_1": lambda: model.fit(x[:4], y[:4], batch_size=1, verbose=0)}
+             "batch_1": lambda: model.fit(x[:4], y[:4], batch_size=1, verbose=0),
+             # A concord.data reader's labels (its arrays are ShardArray) with plain x.
+             "reader_y": lambda: model.fit(x, y.view(ShardArray), batch_size=32, verbose=0)}
     for name, case in cases.items():
         try:
             case()

@@ -141,7 +141,12 @@ def shard(p, x, y, sample_weight, batch_size, shuffle, role):
     that Keras takes with y, sample_weight and batch_size None and shuffle
     False. role names the argument in errors."""
     from concord import data
-    if numpy_inputs(x, y, sample_weight) and not data.is_sharded(x):
+    # Any of them a reader's share (np.asarray(x) drops the mark of x alone):
+    # refused, as sharding it again would silently drop samples.
+    read = next((a for a in (x, y, sample_weight) if a is not None and data.is_sharded(a)), None)
+    if read is not None:
+        _refuse(read, role)
+    if numpy_inputs(x, y, sample_weight):
         parts = tuple(floatx(as_tuples(s)) for s in (x, y, sample_weight) if s is not None)
         seed = shuffle_seed(p) if shuffle else None
         return ArrayShare(parts, global_batch(p, batch_size), p.rank, p.size, seed)
