@@ -1,0 +1,85 @@
+"""The benchmarks' Python tools on crafted records, against values worked out by hand
+(pytest; CTest runs it as bench_scripts)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MEDIAN_TABLE = os.path.join(ROOT, "bench", "median_table")
+
+
+def record(impl, algorithm, size, us, **fields):
+    """An allreduce record as concord-bench --json writes it."""
+    r = {"impl": impl, "algorithm": algorithm, "dtype": "float32", "op": "sum", "ranks": 2,
+         "bytes": size, "count": size // 4, "avg_us": us, "min_us": us, "max_us": us,
+         "iterations": 10, "warmup": 1, "busbw_gbps": size / us / 1e3, "validated": True,
+         "device": "cpu", "buffers": "thp", "host": "vm", "mpi_library": "MPICH Version: 4.0.2",
+         "concord_version": "0.1.0", "commit": "abc1234"}
+    r.update(fields)
+    return r
+
+
+def write_runs(tmp_path, runs):
+    paths = []
+    for i, records in enumerate(runs):
+        path = tmp_path / f"run{i + 1}.json"
+        path.write_text(json.dumps(records))
+        paths.append(str(path))
+    return paths
+
+
+def median_table(paths, *extra):
+    return subprocess.run([sys.executable, MEDIAN_TABLE, *paths, *extra], capture_output=True,
+                          text=True, timeout=60)
+
+
+def table_row(out, size):
+    """The cells of the table's row for `size` bytes."""
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == str(size):
+            return cells
+    raise AssertionError(f"no row for {size} in:\n{out}")
+
+
+def test_median_table_even_runs_take_the_mean_of_the_middle_two(tmp_path):
+    # concord 1 µs every run; mpi 2, 3, 5, 9 µs: ratios 2, 3, 5, 9, median (3 + 5) / 2.
+    runs = [[record("concord", "auto", 4, 1.0), record("mpi", "mpi", 4, us)]
+            for us in (9.0, 2.0, 5.0, 3.0)]
+    p = median_table(write_runs(tmp_path, runs))
+    assert p.returncode == 0, p.stderr
+    assert table_row(p.stdout, 4)[2] == "4.00"  # mpi µs
+    assert table_row(p.stdout, 4)[-1] == "4.00"  # mpi / concord:auto
+
+
+@pytest.mark.parametrize("field,other", [("commit", "def5678"), ("host", "other-vm"),
+                                         ("ranks", 4), ("buffers", "ordinary"),
+                                         ("mps", "on")])
+def test_median_table_refuses_runs_measured_differently(tmp_path, field, other):
+    same = [[record("concord", "auto", 4, 1.0), record("mpi", "mpi", 4, 3.0)] for _ in range(2)]
+    odd = [record("concord", "auto", 4, 10.0, **{field: other}),
+           record("mpi", "mpi", 4, 5.0, **{field: other})]
+    p = median_table(write_runs(tmp_path, same + [odd]))
+    assert p.returncode != 0, p.stdout
+    assert f"different {field}" in p.stderr and "run3.json" in p.stderr
+
+
+def test_median_table_says_when_a_cell_has_fewer_runs(tmp_path):
+    # Three runs; mpi only in the first: its time and ratio are one run's, not three's.
+    runs = [[record("concord", "auto", 4, 1.0), record("mpi", "mpi", 4, 3.0)],
+            [record("concord", "auto", 4, 2.0)], [record("concord", "auto", 4, 4.0)]]
+    p = median_table(write_runs(tmp_path, runs))
+    assert p.returncode == 0, p.stderr
+    cells = table_row(p.stdout, 4)
+    assert cells[1] == "2.00"  # concord µs: median of 1, 2, 4 over all three runs
+    assert cells[2] == "3.00 (1 of 3 runs)"
+    assert cells[-1] == "3.00 (1 of 3 runs)"
+
+
+def test_median_table_refuses_a_run_with_two_records_of_one_size(tmp_path):
+    runs = [[record("concord", "auto", 4, 1.0), record("concord", "auto", 4, 2.0)]]
+    p = median_table(write_runs(tmp_path, runs))
+    assert p.returncode != 0 and "two records of concord:auto at 4 bytes" in p.stderr
