@@ -53,14 +53,24 @@ def parse_size(text):
 
 
 def size_range(spec):
+    """MIN, 4 x MIN, ... up to MAX. The tensors are float32, so a size that is not a whole
+    number of elements, or a MAX the steps never land on, is refused: the records would
+    name bytes that were not reduced, or leave the largest size out."""
     low, _, high = spec.partition(":")
     low, high = parse_size(low), parse_size(high or low)
     if low < 4 or high < low:
         raise argparse.ArgumentTypeError(f"-m {spec}: want MIN:MAX with 4 <= MIN <= MAX")
-    sizes = []
-    while low <= high:
-        sizes.append(low)
-        low *= 4
+    if low % 4 != 0:
+        raise argparse.ArgumentTypeError(
+            f"-m {spec}: MIN {low} bytes is not a whole number of 4-byte (float32) elements")
+    sizes = [low]
+    while sizes[-1] * 4 <= high:
+        sizes.append(sizes[-1] * 4)
+    if sizes[-1] != high:
+        raise argparse.ArgumentTypeError(
+            f"-m {spec}: sizes go up by 4x from MIN {low} and never reach MAX {high}; "
+            f"MAX must be MIN times a power of 4, e.g. -m {low}:{sizes[-1]} or "
+            f"-m {low}:{sizes[-1] * 4}")
     return sizes
 
 
@@ -115,7 +125,8 @@ def nccl_group(dist, torch, device):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-m", "--sizes", type=size_range, default=size_range("4:64M"),
-                   help="message sizes in bytes, MIN:MAX, every power of 4 (default 4:64M)")
+                   help="message sizes in bytes, MIN:MAX: MIN, 4 x MIN, ... MAX (MIN a multiple of 4, "
+                        "MAX MIN times a power of 4; default 4:64M)")
     p.add_argument("-r", "--rounds", type=int, default=3, help="rounds (default 3)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where the tensors are (default cpu)")

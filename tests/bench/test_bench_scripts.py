@@ -2,6 +2,7 @@
 (pytest; CTest runs it as bench_scripts)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -83,3 +84,30 @@ def test_median_table_refuses_a_run_with_two_records_of_one_size(tmp_path):
     runs = [[record("concord", "auto", 4, 1.0), record("concord", "auto", 4, 2.0)]]
     p = median_table(write_runs(tmp_path, runs))
     assert p.returncode != 0 and "two records of concord:auto at 4 bytes" in p.stderr
+
+
+TORCH_ALLREDUCE = os.path.join(ROOT, "bench", "torch_allreduce.py")
+
+
+@pytest.mark.parametrize("spec,sizes", [("4:64M", [4 << 2 * k for k in range(13)]),
+                                        ("16", [16]), ("8K:512K", [8192, 32768, 131072, 524288])])
+def test_torch_allreduce_sizes_are_min_times_powers_of_4_up_to_max(spec, sizes):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import torch_allreduce
+    finally:
+        sys.path.pop(0)
+    assert torch_allreduce.size_range(spec) == sizes
+
+
+@pytest.mark.parametrize("spec,why", [
+    ("6:6", "MIN 6 bytes is not a whole number of 4-byte"),  # one float32 reduced, 6 recorded
+    ("4:32M", "never reach MAX 33554432.*-m 4:16777216 or -m 4:67108864"),  # 32M left out
+    ("8K:1M", "never reach MAX 1048576"),
+])
+def test_torch_allreduce_refuses_sizes_it_would_not_measure(spec, why):
+    # Refused while parsing the command line, before torch or MPI is started.
+    p = subprocess.run([sys.executable, TORCH_ALLREDUCE, "-m", spec], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert re.search(why, p.stderr), p.stderr
