@@ -2,6 +2,7 @@
 (pytest; CTest runs it as bench_scripts)."""
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -111,3 +112,21 @@ def test_torch_allreduce_refuses_sizes_it_would_not_measure(spec, why):
                        text=True, timeout=60)
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert re.search(why, p.stderr), p.stderr
+
+
+def test_train_throughput_record_names_commit_and_machine(tmp_path):
+    # One process of a stand-in example that prints its throughput as the examples do.
+    example = tmp_path / "example.py"
+    example.write_text('print("samples/s 1234")\n')
+    out = tmp_path / "train.json"
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "train_throughput"),
+                        "--ranks", "1", "--repeats", "2", "--example", str(example),
+                        "--json", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(out.read_text())
+    described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip() or "unknown"
+    assert rec["commit"] == described
+    assert rec["machine"] == f"{platform.node()} {os.cpu_count()} CPUs"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", rec["date"])
+    assert rec["ranks"] == [1] and rec["results"]["concord_1"]["runs"] == [1234.0, 1234.0]
