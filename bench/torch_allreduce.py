@@ -136,6 +136,10 @@ def parse_args():
     args = p.parse_args()
     if args.rounds < 1:
         p.error("-r must be at least 1")
+    keys = [t.split("=", 1)[0] for t in args.tag]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:  # the record would keep the last value only
+        p.error(f"--tag {', '.join(twice)}: given twice")
     return args
 
 

@@ -93,6 +93,31 @@ CLI::App* add_allreduce(CLI::App& app, AllreduceArgs& a) {
   return ar;
 }
 
+// --tag KEY=VALUE, each a field of every record: not a field the records have, and
+// each key once.
+std::vector<std::pair<std::string, std::string>> parse_tags(const std::vector<std::string>& given) {
+  std::vector<std::pair<std::string, std::string>> tags;
+  for (const std::string& tag : given) {
+    const std::size_t eq = tag.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      throw std::invalid_argument("--tag: expected KEY=VALUE, not '" + tag + "'");
+    }
+    if (concord::bench::is_record_field(tag.substr(0, eq))) {
+      throw std::invalid_argument("--tag " + tag.substr(0, eq) +
+                                  ": the records have a field of that name already");
+    }
+    // Given twice, the records would keep the last value only, and say nothing.
+    for (const auto& [key, value] : tags) {
+      if (key == tag.substr(0, eq)) {
+        throw std::invalid_argument("--tag " + key + ": given twice ('" + key + "=" + value +
+                                    "' and '" + tag + "')");
+      }
+    }
+    tags.emplace_back(tag.substr(0, eq), tag.substr(eq + 1));
+  }
+  return tags;
+}
+
 int run_allreduce(AllreduceArgs& a, int rank) {
   concord::bench::AllreduceOptions& o = a.o;
   std::tie(o.min_bytes, o.max_bytes) = concord::bench::parse_size_range(a.sizes);
@@ -120,17 +145,7 @@ int run_allreduce(AllreduceArgs& a, int rank) {
   }
   if (o.algorithms.empty() || o.impls.empty())
     throw std::invalid_argument("--algo and --impl need a value");
-  for (const std::string& tag : a.tags) {
-    const std::size_t eq = tag.find('=');
-    if (eq == 0 || eq == std::string::npos) {
-      throw std::invalid_argument("--tag: expected KEY=VALUE, not '" + tag + "'");
-    }
-    if (concord::bench::is_record_field(tag.substr(0, eq))) {
-      throw std::invalid_argument("--tag " + tag.substr(0, eq) +
-                                  ": the records have a field of that name already");
-    }
-    o.tags.emplace_back(tag.substr(0, eq), tag.substr(eq + 1));
-  }
+  o.tags = parse_tags(a.tags);
   if (o.device == concord::Device::Cuda &&
       (o.algorithms.size() != 1 || o.algorithms[0] != concord::Algorithm::Auto)) {
     // Rows named concord:<algo> would all run the same device code.

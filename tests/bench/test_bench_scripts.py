@@ -130,3 +130,9 @@ def test_train_throughput_record_names_commit_and_machine(tmp_path):
     assert rec["machine"] == f"{platform.node()} {os.cpu_count()} CPUs"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", rec["date"])
     assert rec["ranks"] == [1] and rec["results"]["concord_1"]["runs"] == [1234.0, 1234.0]
+
+
+def test_torch_allreduce_refuses_a_tag_given_twice():
+    p = subprocess.run([sys.executable, TORCH_ALLREDUCE, "--tag", "mps=on", "--tag", "mps=off"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--tag mps: given twice" in p.stderr, (p.stdout, p.stderr)
