@@ -4,6 +4,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 
@@ -136,3 +137,39 @@ def test_torch_allreduce_refuses_a_tag_given_twice():
     p = subprocess.run([sys.executable, TORCH_ALLREDUCE, "--tag", "mps=on", "--tag", "mps=off"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--tag mps: given twice" in p.stderr, (p.stdout, p.stderr)
+
+
+# Runs one rank of bench/torch_ddp.py's worker with rank 1's clock running 1000 s ahead
+# over the timed steps, as if rank 1 were that much slower.
+SLOW_RANK_DRIVER = """
+import os, sys, time, types
+sys.path.insert(0, sys.argv[1])
+import torch_ddp
+if os.environ.get("PMI_RANK") == "1":
+    calls = []
+    def perf_counter():
+        calls.append(None)
+        return time.perf_counter() + 1000.0 * (len(calls) - 1)
+    torch_ddp.time = types.SimpleNamespace(perf_counter=perf_counter)
+sys.argv = ["torch_ddp.py", "--worker", sys.argv[2], "--model", "mlp", "--batch", "4",
+            "--steps", "2", "--warmup", "0", "--ranks", "2"]
+torch_ddp.main()
+"""
+
+
+@pytest.mark.parametrize("config", ["ceiling", "concord"])
+def test_torch_ddp_times_every_configuration_by_its_slowest_rank(tmp_path, config):
+    pytest.importorskip("torch")
+    pytest.importorskip("concord._torch", reason="concord's PyTorch backend is not installed")
+    mpiexec = shutil.which("mpiexec.mpich")
+    if mpiexec is None:
+        pytest.skip("no mpiexec.mpich")
+    driver = tmp_path / "slow_rank.py"
+    driver.write_text(SLOW_RANK_DRIVER)
+    p = subprocess.run([mpiexec, "-n", "2", sys.executable, str(driver),
+                        os.path.join(ROOT, "bench"), config], capture_output=True, text=True,
+                       timeout=100)
+    assert p.returncode == 0, p.stderr[-3000:]
+    result = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("{")][-1])
+    assert result["config"] == config and result["ranks"] == 2
+    assert result["elapsed_s"] >= 1000.0, result  # rank 1's time, not rank 0's
