@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -31,10 +32,13 @@ namespace concord::bench {
 
 // Rank r's element i of tensor t is value_at(7r + j), j = (31t + i) % kPeriod: in
 // [-4, 4]. The period is prime so that misplaced data (another tensor, a shifted
-// offset) does not match.
+// offset) does not match, and the values are a hash of x % kPeriod, not x % 9, which
+// would repeat every 9 elements: a tensor shifted by 9, or another 9 tensors away,
+// would then have passed.
 constexpr std::size_t kPeriod = 1009;
 inline double value_at(std::size_t x) {
-  return static_cast<double>(x % 9) - 4.0;
+  const std::uint64_t hashed = (x % kPeriod) * std::uint64_t{2654435761};  // Knuth's multiplier
+  return static_cast<double>((hashed >> 16) % 9) - 4.0;
 }
 
 // A repeating pattern, kPeriod elements long, stored in the dtype and long enough that
