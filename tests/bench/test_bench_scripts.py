@@ -82,6 +82,16 @@ def test_median_table_says_when_a_cell_has_fewer_runs(tmp_path):
     assert cells[-1] == "3.00 (1 of 3 runs)"
 
 
+def test_median_table_refuses_a_run_whose_check_failed(tmp_path):
+    runs = [[record("concord", "auto", 4, 1.0), record("mpi", "mpi", 4, 2.0)] for _ in range(3)]
+    runs[1][1]["validated"] = False
+    p = median_table(write_runs(tmp_path, runs))
+    assert p.returncode != 0
+    assert "run2.json: mpi at 4 bytes failed its check (validated false)" in p.stderr
+    runs[1][1]["validated"] = None  # no -c: nothing known to be wrong, taken
+    assert median_table(write_runs(tmp_path, runs)).returncode == 0
+
+
 def test_median_table_refuses_a_run_with_two_records_of_one_size(tmp_path):
     runs = [[record("concord", "auto", 4, 1.0), record("concord", "auto", 4, 2.0)]]
     p = median_table(write_runs(tmp_path, runs))
