@@ -204,6 +204,28 @@ def test_hostfile_is_checked_and_passed(tmp_path, hydra):
         build_command(["-np", "3", "-f", str(tmp_path / "missing"), "./p"])
 
 
+@pytest.mark.parametrize("launcher, spelling", [("mpiexec.mpich", "-hosts"),
+                                                ("mpiexec.openmpi", "--host")])
+def test_hostfiles_in_open_mpi_syntax(tmp_path, monkeypatch, launcher, spelling):
+    """"host slots=N" lines (Open MPI's and horovodrun's hostfiles; `mpirun --hostfile`
+    gives such a host N slots) are read as host:N, for either launcher; Hydra, which
+    reads no such line, gets them as a host list."""
+    monkeypatch.setenv("CONCORD_MPIEXEC", launcher)
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    f = tmp_path / "hosts"
+    f.write_text("node1 slots=2\nnode2   slots=2  # second\n\nnode3:1\nnode4\n")
+    for option in ("-f", "-hostfile", "-machinefile"):
+        cmd = build_command(["-np", "6", option, str(f), "./p"])
+        assert cmd == [launcher, "-n", "6", spelling, "node1:2,node2:2,node3:1,node4", "./p"]
+    for line, message in [("node1 slots=0", "has 0 slots"), ("node1 slots=x", "not a host"),
+                          ("node1 slots=", "not a host"), ("node1:2 slots=2", "not a host"),
+                          ("node1 max_slots=4", "not a host"), ("node1 node2", "not a host"),
+                          ("node1 slots=2 slots=3", "not a host")]:
+        f.write_text(f"node0\n{line}\n")
+        with pytest.raises(SystemExit, match="line 2: .*" + message):
+            build_command(["-np", "2", "-f", str(f), "./p"])
+
+
 def test_launcher_exec_takes_a_value(hydra):
     cmd = build_command(["-np", "2", "-launcher", "ssh", "-launcher-exec", "/x/netns-exec",
                          "./p"])

@@ -4,7 +4,8 @@
     concordrun -np 2 -genv OMP_NUM_THREADS 1 python script.py
     concordrun -np 4 -hosts node1,node2 python train.py       (ranks round-robin over hosts)
     concordrun -np 4 -H node1:2,node2:2 python train.py       (horovodrun/Open MPI spelling)
-    concordrun -np 8 -f hostfile python train.py              (lines "host" or "host:slots")
+    concordrun -np 8 -f hostfile python train.py              (lines "host", "host:slots"
+                                                               or "host slots=N")
 
 Host lists and hostfiles are checked first, then written in the launcher's own spelling
 (Hydra's -hosts/-f, or Open MPI's --host host:slots,...).
@@ -245,33 +246,51 @@ def _host_list(option, value):
     return ",".join(e.strip() for e in entries)
 
 
+def _hostfile_entry(line, where):
+    """One hostfile line, without its comment: "host" or "host:slots" (Hydra's syntax),
+    or "host slots=N" (Open MPI's and horovodrun's); the entry as "host" or "host:N"."""
+    host, *rest = line.split()
+    key, _, slots = rest[0].partition("=") if len(rest) == 1 else ("", "", "")
+    if rest and (key != "slots" or not slots.isdigit() or ":" in host):
+        raise SystemExit(f"concordrun: {where}: '{line}' is not a host, host:slots or "
+                         "host slots=N")
+    entry = f"{host}:{slots}" if rest else host
+    _check_host_entry(entry, where)
+    return entry
+
+
 def _check_hostfile(option, path):
-    """A Hydra hostfile: one "host" or "host:slots" per line, # comments; the entries."""
+    """A hostfile: one "host", "host:slots" or "host slots=N" per line, # comments;
+    the entries, as "host" or "host:N", and whether Hydra reads the file as it is
+    (no line in Open MPI's "slots=" syntax)."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as e:
         raise SystemExit(f"concordrun: {option} {path}: cannot read it ({e.strerror})")
-    hosts = []
+    hosts, hydra_syntax = [], True
     for number, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()
         if line:
-            _check_host_entry(line, f"{path} line {number}")
-            hosts.append(line)
+            hosts.append(_hostfile_entry(line, f"{path} line {number}"))
+            hydra_syntax = hydra_syntax and len(line.split()) == 1
     if not hosts:
         raise SystemExit(f"concordrun: {option} {path} lists no host")
-    return hosts
+    return hosts, hydra_syntax
 
 
 def _host_arguments(option, value, open_mpi):
-    """A host list or Hydra hostfile option, checked, in the launcher's own spelling:
-    Hydra's -hosts / -f, or Open MPI's --host host:slots,... (its hostfiles use another
-    syntax, so a Hydra hostfile becomes a --host list there)."""
+    """A host list or hostfile option, checked, in the launcher's own spelling:
+    Hydra's -hosts / -f, or Open MPI's --host host:slots,... A hostfile in the other
+    launcher's syntax becomes a host list (Open MPI reads no "host:slots" line,
+    Hydra no "slots=N")."""
     if option in _HOSTS:
         hosts = _host_list(option, value)
         return ["--host", hosts] if open_mpi else ["-hosts", hosts]
-    entries = _check_hostfile(option, value)
-    return ["--host", ",".join(entries)] if open_mpi else [option, value]
+    entries, hydra_syntax = _check_hostfile(option, value)
+    if open_mpi or not hydra_syntax:
+        return ["--host" if open_mpi else "-hosts", ",".join(entries)]
+    return [option, value]
 
 
 def build_command(argv, tensorflow=True):
