@@ -226,6 +226,56 @@ def test_hostfiles_in_open_mpi_syntax(tmp_path, monkeypatch, launcher, spelling)
             build_command(["-np", "2", "-f", str(f), "./p"])
 
 
+@pytest.mark.parametrize("options", [
+    # Open MPI's (mpirun --help all: "-N <arg0>", "-timeout|--timeout <arg0>", ...)
+    ["-N", "1"], ["--timeout", "60"], ["--cpus-per-proc", "2"], ["-npersocket", "1"],
+    ["--gmca", "btl", "self"], ["-tune", "t.conf"],
+    # Hydra's, which reads --name as -name and -name=value
+    ["--ppn", "1"], ["-membind", "core"], ["-order-nodes", "ascending"], ["-outfile", "o.%r"],
+    ["--genv", "A", "1"], ["-ppn=1"], ["-genv=A", "1"],
+])
+def test_options_with_values_are_not_taken_for_the_program(monkeypatch, options):
+    """The word after an option that takes a value is that value: the program is what
+    follows, so a Python script still runs through the transparent mode."""
+    import concord.launcher as launcher
+    monkeypatch.setattr(launcher, "_has_tensorflow", lambda: True)
+    cmd = build_command(["-np", "2"] + options + ["python", "t.py", "-x"])
+    assert cmd[3:] == options + TF_RUN + ["t.py", "-x"]
+
+
+def test_every_value_option_of_open_mpi_is_known():
+    """Open MPI's own list: every option its help shows with <arg0>."""
+    import re
+    import shutil
+    import subprocess
+    from concord.launcher import _VALUED
+    mpirun = shutil.which("mpiexec.openmpi")
+    if mpirun is None:
+        pytest.skip("Open MPI's launcher is not installed")
+    help_text = subprocess.run([mpirun, "--allow-run-as-root", "--help", "all"],
+                               capture_output=True, text=True, timeout=60).stdout
+    listed = re.findall(r"^\s*(-\S+) <arg0>( <arg1>)?", help_text, re.M)
+    assert len(listed) > 30
+    for spellings, second in listed:
+        names = {word.lstrip("-") for word in spellings.split("|")}
+        if names & {"n", "np", "h", "help"}:  # concordrun's own -np; --help takes no value
+            continue
+        for name in names:
+            assert _VALUED.get(name) == (2 if second else 1), spellings
+
+
+@pytest.mark.parametrize("option", ["-hostlist", "-machine", "-machines", "-machinelist"])
+def test_hydra_host_list_synonyms_are_host_lists(option, hydra):
+    assert build_command(["-np", "2", option, "a, b", "./p"])[3:] == ["-hosts", "a,b", "./p"]
+    with pytest.raises(SystemExit, match="empty host name"):
+        build_command(["-np", "2", option, "a,,b", "./p"])
+
+
+@pytest.mark.parametrize("spelling", [["--np", "3"], ["--n", "3"], ["-np=3"], ["-n=3"]])
+def test_the_ranks_in_the_launchers_other_spellings(spelling):
+    assert build_command(spelling + ["./p"])[len(mpiexec_command()):] == ["-n", "3", "./p"]
+
+
 def test_launcher_exec_takes_a_value(hydra):
     cmd = build_command(["-np", "2", "-launcher", "ssh", "-launcher-exec", "/x/netns-exec",
                          "./p"])

@@ -38,23 +38,34 @@ import shutil
 import sys
 
 
-# MPICH (Hydra) options that take values, and how many.
-_VALUED = {"-genv": 2, "-env": 2, "-host": 1, "-hosts": 1, "-f": 1, "-hostfile": 1,
-           "-machinefile": 1, "-ppn": 1, "-bind-to": 1, "-map-by": 1, "-genvlist": 1,
-           "-envlist": 1, "-wdir": 1, "-launcher": 1, "-iface": 1, "-configfile": 1,
-           "-rmk": 1, "-demux": 1, "-outfile-pattern": 1, "-errfile-pattern": 1,
-           "-prepend-pattern": 1, "-bootstrap": 1, "-bootstrap-exec": 1, "-rankmap": 1,
-           "-gpus-per-proc": 1, "-usize": 1, "-nameserver": 1, "-localhost": 1,
-           "-topolib": 1, "-binding": 1,
-           "-launcher-exec": 1,
-           # Open MPI (mpirun) options that take values.
-           "-x": 1, "--map-by": 1, "--bind-to": 1, "--rank-by": 1, "--host": 1,
-           "--hostfile": 1, "--machinefile": 1, "--mca": 2, "-mca": 2, "--npernode": 1,
-           "-npernode": 1, "--rankfile": 1, "--output-filename": 1, "--prefix": 1,
-           "-wd": 1, "--wdir": 1}
+# The launchers' options that take values, and how many, by name: Hydra's (the match
+# table of MPICH 4's ui/mpich/utils.c) and Open MPI's (mpirun --help all, 4.1). Both
+# read -name and --name alike, Hydra -name=value too (_option_name). An option that
+# takes a value and is missing here makes its value look like the program: the words
+# after it then go to mpiexec as they are, a Python script without the transparent mode.
+_VALUED = {
+    # Hydra
+    "genv": 2, "env": 2, "genvlist": 1, "envlist": 1, "f": 1, "hostfile": 1,
+    "machinefile": 1, "machine": 1, "machines": 1, "machinelist": 1, "host": 1, "hosts": 1,
+    "hostlist": 1, "ppn": 1, "prepend-pattern": 1, "outfile-pattern": 1,
+    "errfile-pattern": 1, "outfile": 1, "errfile": 1, "wdir": 1, "configfile": 1,
+    "launcher": 1, "launcher-exec": 1, "bootstrap": 1, "bootstrap-exec": 1, "rmk": 1,
+    "topolib": 1, "binding": 1, "bind-to": 1, "map-by": 1, "membind": 1, "demux": 1,
+    "iface": 1, "nameserver": 1, "order-nodes": 1, "localhost": 1, "usize": 1,
+    "gpus-per-proc": 1, "rankmap": 1,
+    # Open MPI
+    "am": 1, "app": 1, "cf": 1, "cartofile": 1, "cpu-list": 1, "cpu-set": 1,
+    "cpus-per-proc": 1, "cpus-per-rank": 1, "debugger": 1, "default-hostfile": 1,
+    "gmca": 2, "H": 1, "hnp": 1, "launch-agent": 1, "max-restarts": 1, "max-vm-size": 1,
+    "mca": 2, "N": 1, "npernode": 1, "npersocket": 1, "ompi-server": 1,
+    "output-filename": 1, "path": 1, "personality": 1, "ppr": 1, "prefix": 1,
+    "preload-files": 1, "rank-by": 1, "report-events": 1, "report-pid": 1,
+    "report-uri": 1, "rf": 1, "rankfile": 1, "stdin": 1, "timeout": 1, "tune": 1, "wd": 1,
+    "x": 1, "xml-file": 1, "xterm": 1}
 
 # Host options; each is checked here so a typo fails before any host is contacted.
-_HOSTS = ("-hosts", "-host", "-H")
+# Other spellings (--host, --hostfile: Open MPI's own) reach the launcher as they are.
+_HOSTS = ("-hosts", "-host", "-H", "-hostlist", "-machine", "-machines", "-machinelist")
 _HOSTFILES = ("-f", "-hostfile", "-machinefile")
 _HOST_ENTRY = re.compile(r"^[A-Za-z0-9_.\[\]:-]+?(:[0-9]+)?$")
 
@@ -279,6 +290,13 @@ def _check_hostfile(option, path):
     return hosts, hydra_syntax
 
 
+def _option_name(word):
+    """An mpiexec option's name and the value in its word (None where there is none):
+    Hydra and Open MPI read -name and --name alike, Hydra -name=value too."""
+    name, equals, value = word.lstrip("-").partition("=")
+    return name, (value if equals else None)
+
+
 def _host_arguments(option, value, open_mpi):
     """A host list or hostfile option, checked, in the launcher's own spelling:
     Hydra's -hosts / -f, or Open MPI's --host host:slots,... A hostfile in the other
@@ -302,12 +320,6 @@ def build_command(argv, tensorflow=True):
     i = 0
     while i < len(argv):
         a = argv[i]
-        if a in ("-np", "-n", "--np"):
-            if i + 1 >= len(argv):
-                raise SystemExit(f"concordrun: {a} needs a number of ranks")
-            ranks = argv[i + 1]
-            i += 2
-            continue
         if a in _TRANSPARENT:
             n = _TRANSPARENT[a]
             if i + n >= len(argv):
@@ -327,15 +339,20 @@ def build_command(argv, tensorflow=True):
             break
         if not a.startswith("-"):
             break
-        n = 1 if a == "-H" else _VALUED.get(a, 0)
+        name, attached = _option_name(a)
+        ranks_option = name in ("n", "np")
+        n = 1 if ranks_option else _VALUED.get(name, 0)
+        n = max(n - (attached is not None), 0)  # -name=value holds its (first) value
         if i + n >= len(argv):
-            raise SystemExit(f"concordrun: {a} needs {n} value(s)")
-        if a in _HOSTS or a in _HOSTFILES:
-            mpi_args.extend(_host_arguments(a, argv[i + 1], open_mpi))
-            i += 2
-            continue
-        mpi_args.extend(argv[i:i + 1 + n])
-        i += 1 + n
+            raise SystemExit(f"concordrun: {a} needs "
+                             + ("a number of ranks" if ranks_option else f"{n} value(s)"))
+        words, i = argv[i:i + 1 + n], i + 1 + n
+        if ranks_option:
+            ranks = attached if attached is not None else words[1]
+        elif a in _HOSTS or a in _HOSTFILES:
+            mpi_args.extend(_host_arguments(a, words[1], open_mpi))
+        else:
+            mpi_args.extend(words)
     program = argv[i:]
     if not program:
         raise SystemExit("concordrun: no program given; usage: concordrun -np N program [args...]")
