@@ -276,6 +276,24 @@ def test_the_ranks_in_the_launchers_other_spellings(spelling):
     assert build_command(spelling + ["./p"])[len(mpiexec_command()):] == ["-n", "3", "./p"]
 
 
+@pytest.mark.parametrize("launcher", ["mpiexec.mpich", "mpiexec.openmpi"])
+@pytest.mark.parametrize("first, second", [("-H", "-f"), ("-hosts", "-hosts"), ("-f", "-H"),
+                                           ("-hostfile", "-machinefile")])
+def test_hosts_given_twice_are_an_error(tmp_path, monkeypatch, launcher, first, second):
+    """Hydra itself refuses a second host list or hostfile ('duplicate host file or host
+    list setting'); Open MPI adds a second --host's slots to the first's, so the same
+    command would run elsewhere, or with other slots, there: both are refused first."""
+    monkeypatch.setenv("CONCORD_MPIEXEC", launcher)
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    f = tmp_path / "hosts"
+    f.write_text("node1:2\n")
+
+    def value(option):
+        return str(f) if option in ("-f", "-hostfile", "-machinefile") else "node1:2"
+    with pytest.raises(SystemExit, match=f"{second} gives the hosts again \\(after {first}\\)"):
+        build_command(["-np", "2", first, value(first), second, value(second), "./p"])
+
+
 def test_launcher_exec_takes_a_value(hydra):
     cmd = build_command(["-np", "2", "-launcher", "ssh", "-launcher-exec", "/x/netns-exec",
                          "./p"])

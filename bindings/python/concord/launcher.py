@@ -313,7 +313,7 @@ def _host_arguments(option, value, open_mpi):
 
 def build_command(argv, tensorflow=True):
     """(mpiexec argv) from concordrun's argv; raises SystemExit on bad usage."""
-    ranks = None
+    ranks = hosts_from = None
     mpi_args, transparent = [], []
     mpiexec = mpiexec_command()
     open_mpi = _launcher_is_open_mpi(mpiexec)
@@ -350,6 +350,12 @@ def build_command(argv, tensorflow=True):
         if ranks_option:
             ranks = attached if attached is not None else words[1]
         elif a in _HOSTS or a in _HOSTFILES:
+            # Hydra refuses a second host list or hostfile; Open MPI would add the
+            # second's slots to the first's (--host a:2 --host a:2 is 4 slots on a).
+            if hosts_from:
+                raise SystemExit(f"concordrun: {a} gives the hosts again (after {hosts_from}); "
+                                 "give them once")
+            hosts_from = a
             mpi_args.extend(_host_arguments(a, words[1], open_mpi))
         else:
             mpi_args.extend(words)
