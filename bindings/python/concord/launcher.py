@@ -28,13 +28,16 @@ the explicit API (concord.horovod, concord.tensorflow) runs without those patche
 Options other than -np/-n are passed to mpiexec unchanged (put them before the
 program, or end them with --). The MPI launcher is the one of the MPI concord was built with
 (`mpiexec.mpich` or `mpiexec.openmpi`); CONCORD_MPIEXEC overrides it, with arguments if needed
-(CONCORD_MPIEXEC="mpiexec.openmpi --oversubscribe").
+(CONCORD_MPIEXEC="mpiexec.openmpi --oversubscribe"). concordrun exits with its status, and
+passes on the signals that stop a job (a job stopped so exits non-zero).
 """
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
+import subprocess
 import sys
 
 
@@ -375,9 +378,74 @@ def build_command(argv, tensorflow=True):
     return mpiexec + ["-n", ranks] + mpi_args + program
 
 
+# Signals that stop a job, passed on to mpiexec: a scheduler's or timeout's SIGTERM,
+# kill -INT, a hangup. SIGINT and SIGQUIT from the keyboard reach mpiexec already where
+# concordrun runs in a terminal's foreground (its process group is mpiexec's): a second
+# SIGINT would make Hydra abort at once instead of passing Ctrl-C on to the ranks.
+_PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+              signal.SIGUSR2)
+_FROM_THE_KEYBOARD = (signal.SIGINT, signal.SIGQUIT)
+
+
+def _in_a_terminals_foreground():
+    try:
+        with open("/dev/tty", "rb") as tty:
+            return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
+    except OSError:  # no controlling terminal
+        return False
+
+
+def _ends_with_concordrun():
+    """The function mpiexec runs before it starts: it gets SIGTERM when concordrun ends,
+    SIGKILL included, so no job outlives concordrun (Linux; elsewhere None)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    prctl, parent = ctypes.CDLL(None).prctl, os.getpid()
+    pr_set_pdeathsig = 1
+
+    def set_it():
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+        if os.getppid() != parent:  # concordrun ended before that
+            os.kill(os.getpid(), signal.SIGTERM)
+    return set_it
+
+
+def _pass_on(child, signum):
+    if not (signum in _FROM_THE_KEYBOARD and _in_a_terminals_foreground()):
+        child.send_signal(signum)
+
+
+def run(cmd):
+    """Runs mpiexec, passing the signals that stop a job on to it; concordrun's exit
+    status: mpiexec's, or 128 + the signal that stopped the job where mpiexec died of it
+    or says 0. Hydra of MPICH 4.0 exits 0 about every other time it is stopped by
+    SIGTERM, its ranks ended, which would tell a scheduler or CI that the job succeeded."""
+    received, early, child = [], [], None
+
+    def on_signal(signum, _frame):
+        received.append(signum)
+        if child is None:  # mpiexec is not there yet to pass it to
+            early.append(signum)
+        else:
+            _pass_on(child, signum)
+
+    for signum in _PASSED_ON:
+        signal.signal(signum, on_signal)
+    try:
+        child = subprocess.Popen(cmd, preexec_fn=_ends_with_concordrun())
+    except OSError as e:
+        raise SystemExit(f"concordrun: cannot start {cmd[0]} ({e.strerror})")
+    for signum in early:
+        _pass_on(child, signum)
+    status = child.wait()
+    if status < 0:
+        return 128 - status
+    return 128 + received[0] if status == 0 and received else status
+
+
 def main(argv=None):
-    cmd = build_command(sys.argv[1:] if argv is None else argv)
-    os.execvp(cmd[0], cmd)
+    raise SystemExit(run(build_command(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":
