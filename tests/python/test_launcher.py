@@ -241,8 +241,33 @@ def test_options_with_values_are_not_taken_for_the_program(monkeypatch, options)
     follows, so a Python script still runs through the transparent mode."""
     import concord.launcher as launcher
     monkeypatch.setattr(launcher, "_has_tensorflow", lambda: True)
+    monkeypatch.setenv("CONCORD_MPIEXEC", "mpiexec.mpich")  # whatever MPI this is built with
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
     cmd = build_command(["-np", "2"] + options + ["python", "t.py", "-x"])
     assert cmd[3:] == options + TF_RUN + ["t.py", "-x"]
+
+
+@pytest.mark.parametrize("options, hydra, open_mpi", [
+    (["-genv", "OMP_NUM_THREADS", "1"], ["-genv", "OMP_NUM_THREADS", "1"],
+     ["-x", "OMP_NUM_THREADS=1"]),
+    (["--genv", "A", "x y"], ["--genv", "A", "x y"], ["-x", "A=x y"]),
+    (["-genv=A", "1"], ["-genv=A", "1"], ["-x", "A=1"]),
+    (["-genvlist", "A,B"], ["-genvlist", "A,B"], ["-x", "A", "-x", "B"]),
+    (["-x", "A=1"], ["-genv", "A", "1"], ["-x", "A=1"]),
+    (["-x", "A=b=c"], ["-genv", "A", "b=c"], ["-x", "A=b=c"]),
+    (["-x", "LD_LIBRARY_PATH"], ["-genvlist", "LD_LIBRARY_PATH"], ["-x", "LD_LIBRARY_PATH"]),
+])
+def test_environment_options_in_the_launchers_spelling(monkeypatch, options, hydra, open_mpi):
+    """Each launcher refuses the other's environment option (Open MPI: unknown option
+    "-genv"; Hydra: unrecognized argument x): written in its own, as host lists are."""
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    for launcher, expected in (("mpiexec.mpich", hydra), ("mpiexec.openmpi", open_mpi)):
+        monkeypatch.setenv("CONCORD_MPIEXEC", launcher)
+        cmd = build_command(["-np", "2"] + options + ["./p", "-x"])
+        assert cmd == [launcher, "-n", "2"] + expected + ["./p", "-x"]
+    monkeypatch.setenv("CONCORD_MPIEXEC", "mpiexec.mpich")
+    with pytest.raises(SystemExit, match="expected -x NAME or -x NAME=VALUE"):
+        build_command(["-np", "2", "-x", "=1", "./p"])
 
 
 def test_every_value_option_of_open_mpi_is_known():

@@ -8,7 +8,8 @@
                                                                or "host slots=N")
 
 Host lists and hostfiles are checked first, then written in the launcher's own spelling
-(Hydra's -hosts/-f, or Open MPI's --host host:slots,...).
+(Hydra's -hosts/-f, or Open MPI's --host host:slots,...); so are the environment's
+options (Hydra's -genv NAME VALUE and -genvlist A,B, Open MPI's -x NAME=VALUE and -x NAME).
 
 Inside a Slurm allocation (salloc/sbatch) MPICH's mpiexec finds the nodes and starts
 the ranks with srun itself; no host option is needed. docs/SCALING.md has the recipes.
@@ -314,6 +315,28 @@ def _host_arguments(option, value, open_mpi):
     return [option, value]
 
 
+# Environment options, in the launcher's own spelling: Hydra's -genv NAME VALUE and
+# -genvlist A,B (these variables with the values they have here), Open MPI's -x NAME=VALUE
+# and -x NAME (the same). Each launcher refuses the other's ("unknown option -genv").
+_ENV_OPTIONS = ("genv", "genvlist", "x")
+
+
+def _env_arguments(name, words, attached, open_mpi):
+    """An environment option (words as given; attached: a -name=value word's value) in
+    the launcher's spelling."""
+    values = ([attached] if attached is not None else []) + words[1:]
+    if name == "x" and not open_mpi:
+        var, equals, value = values[0].partition("=")
+        if not var:
+            raise SystemExit(f"concordrun: {' '.join(words)}: expected -x NAME or -x NAME=VALUE")
+        return ["-genv", var, value] if equals else ["-genvlist", var]
+    if name == "genv" and open_mpi:
+        return ["-x", f"{values[0]}={values[1]}"]
+    if name == "genvlist" and open_mpi:
+        return [word for var in values[0].split(",") if var for word in ("-x", var)]
+    return words
+
+
 def build_command(argv, tensorflow=True):
     """(mpiexec argv) from concordrun's argv; raises SystemExit on bad usage."""
     ranks = hosts_from = None
@@ -360,6 +383,8 @@ def build_command(argv, tensorflow=True):
                                  "give them once")
             hosts_from = a
             mpi_args.extend(_host_arguments(a, words[1], open_mpi))
+        elif name in _ENV_OPTIONS:
+            mpi_args.extend(_env_arguments(name, words, attached, open_mpi))
         else:
             mpi_args.extend(words)
     program = argv[i:]
