@@ -73,6 +73,30 @@ def test_python_programs_are_recognised(monkeypatch, program, expected):
 TF_RUN = [sys.executable, "-m", "concord.tensorflow.run"]
 
 
+def test_python_through_env_or_a_shebang_is_recognised(tmp_path, monkeypatch):
+    """`env python t.py` and a script whose #! names python run through the transparent
+    mode as `python t.py` does, instead of on all the data on every rank, unnoticed."""
+    import concord.launcher as launcher
+    monkeypatch.setattr(launcher, "_has_tensorflow", lambda: True)
+
+    def run(*program):
+        return build_command(["-np", "2", *program])[3:]
+    assert run("env", "python", "t.py", "-x") == ["env"] + TF_RUN + ["t.py", "-x"]
+    assert run("/usr/bin/env", "-u", "A", "B=1", "python3", "-u", "t.py") == \
+        ["/usr/bin/env", "-u", "A", "B=1", sys.executable, "-u"] + TF_RUN[1:] + ["t.py"]
+    assert run("env", "B=1", "./prog") == ["env", "B=1", "./prog"]  # not python: as given
+    for shebang, interpreter in [("#!/usr/bin/env python3", [sys.executable]),
+                                 ("#!/usr/bin/env -S python3 -u", [sys.executable, "-u"]),
+                                 ("#!/opt/venv/bin/python3.11", ["/opt/venv/bin/python3.11"])]:
+        script = tmp_path / "train.py"
+        script.write_text(f"{shebang}\nprint('hi')\n")
+        assert run(str(script), "--epochs", "2") == \
+            interpreter + TF_RUN[1:] + [str(script), "--epochs", "2"], shebang
+    shell = tmp_path / "train.sh"
+    shell.write_text("#!/bin/sh\npython train.py\n")
+    assert run(str(shell)) == [str(shell)]  # a shell script: as given
+
+
 @pytest.mark.parametrize("program, expected", [
     # "--" ends python's options: the next word is the script, whatever it looks like
     (["python", "--", "x.py", "-a"], TF_RUN + ["x.py", "-a"]),
