@@ -132,6 +132,25 @@ def test_inputs_it_cannot_shard_are_an_error(runs):
         assert "from a concord.data reader hold each rank's share already" in errors["reader_y"]
 
 
+def test_weighted_and_ratio_metrics_are_one_process_s(runs):
+    # Computed from the metrics' state summed over ranks, not the ranks'
+    # results averaged (which for these was up to 3% off one process's: AUC).
+    d, _ = runs
+    for case in ("sample_weight", "class_weight"):
+        one = result(d["single"])["weighted"][case]
+        assert sorted(one["history"]) == ["auc", "loss", "mae", "precision", "val_auc",
+                                          "val_loss", "val_mae", "val_precision"]
+        for r in (0, 1):
+            got = result(d["dist"], r)["weighted"][case]
+            for key, values in one["history"].items():
+                np.testing.assert_allclose(got["history"][key], values, rtol=RTOL, err_msg=key)
+            np.testing.assert_allclose(got["evaluate"], one["evaluate"], rtol=RTOL)
+            assert sorted(got["evaluate_dict"]) == sorted(one["evaluate_dict"])
+            for key, value in one["evaluate_dict"].items():
+                np.testing.assert_allclose(got["evaluate_dict"][key], value, rtol=RTOL,
+                                           err_msg=key)
+
+
 def test_dataloader_and_pydataset_batches_are_split_too(runs):
     d, _ = runs
     with np.load(os.path.join(d["single"], "inputs-rank0.npz")) as one, \

@@ -10,7 +10,8 @@ ranks start from different weights unless rank 0's are broadcast. Besides
 Keras's own files (history.csv, checkpoints and weights, which only rank 0 may
 write), every process writes its final weights (weights-rank<r>.npz) and
 rank-<r>.json: how many samples it trained on, evaluate()'s result, whether
-TensorFlow was imported, and with --cases the errors some bad inputs raise and
+TensorFlow was imported, and with --cases the errors some bad inputs raise,
+the history and evaluate() of weighted metrics, Precision and AUC, and
 (inputs-rank<r>.npz) the weights after training on a DataLoader and on a
 PyDataset, the samples this process saw of them, and a BatchNormalization
 layer's moving statistics.
@@ -122,6 +123,31 @@ def batch_norm_statistics(x, y):
             "bn_moving_variance": ops.convert_to_numpy(bn.moving_variance)}
 
 
+def weighted(fit_weights):
+    """History and evaluate() (both forms) of metrics weighted by sample_weight
+    or class_weight, Precision and AUC, with weighted validation data."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = (x[:, :1] + 0.5 * rng.normal(size=(64, 1)) > 0).astype("float32")
+    vx = rng.normal(size=(32, 4)).astype("float32")
+    vy, vw = (vx[:, :1] > 0).astype("float32"), np.linspace(2, 0.5, 32).astype("float32")
+    model = keras.Sequential([keras.layers.Input((4,)), keras.layers.Dense(
+        1, activation="sigmoid", kernel_initializer=keras.initializers.GlorotUniform(seed=3))])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="binary_crossentropy",
+                  metrics=[keras.metrics.Precision(name="precision"),
+                           keras.metrics.AUC(name="auc")], weighted_metrics=["mae"])
+    if fit_weights == "sample_weight":
+        fit_weights = {"sample_weight": np.linspace(0.5, 2, 64).astype("float32")}
+    else:
+        fit_weights = {"class_weight": {0: 1.0, 1: 3.0}}
+    h = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+                  validation_data=(vx, vy, vw), **fit_weights)
+    return {"history": h.history,
+            "evaluate": model.evaluate(vx, vy, sample_weight=vw, batch_size=8, verbose=0),
+            "evaluate_dict": model.evaluate(vx, vy, sample_weight=vw, batch_size=8, verbose=0,
+                                            return_dict=True)}
+
+
 def bad_inputs(model, x, y):
     """The errors (None: none) of inputs concordrun cannot split over ranks."""
     errors = {}
@@ -166,6 +192,7 @@ def main():
               "tensorflow_imported": "tensorflow" in sys.modules}
     if args.cases:
         result["errors"] = bad_inputs(model, x, y)
+        result["weighted"] = {w: weighted(w) for w in ("sample_weight", "class_weight")}
         np.savez(os.path.join(args.out, f"inputs-rank{RANK}.npz"), **other_inputs(x, y))
     with open(os.path.join(args.out, f"rank-{RANK}.json"), "w") as f:
         json.dump(result, f)

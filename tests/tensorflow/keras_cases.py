@@ -246,5 +246,30 @@ h = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
               callbacks=[keras.callbacks.TerminateOnNaN(), batches])
 results["nan"] = {"batches": batches.seen, "epochs": len(h.history["loss"])}
 
+
+# Metrics weighted by sample_weight or class_weight (a ratio of sums, which
+# the ranks' average of their own is not), Precision and AUC (ratios of
+# counts), with weighted validation data and evaluate() in both forms: one
+# model, trained on with each in turn (traced once).
+x = rng.normal(size=(64, 4)).astype(np.float32)
+y = (x[:, :1] + 0.5 * rng.normal(size=(64, 1)) > 0).astype(np.float32)
+vx = rng.normal(size=(32, 4)).astype(np.float32)
+vy, vw = (vx[:, :1] > 0).astype(np.float32), np.linspace(2, 0.5, 32).astype(np.float32)
+keras.utils.set_random_seed(4)
+model = keras.Sequential([keras.layers.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
+model.compile(keras.optimizers.SGD(0.1), loss="binary_crossentropy",
+              metrics=[keras.metrics.Precision(name="precision"), keras.metrics.AUC(name="auc")],
+              weighted_metrics=["mae"])
+results["weighted"] = {}
+for name, weights in (("sample_weight", np.linspace(0.5, 2, 64).astype(np.float32)),
+                      ("class_weight", {0: 1.0, 1: 3.0})):
+    h = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+                  validation_data=(vx, vy, vw), **{name: weights})
+    results["weighted"][name] = {
+        "history": h.history, "weights": as_list(model.get_weights()),
+        "evaluate": model.evaluate(vx, vy, sample_weight=vw, batch_size=8, verbose=0),
+        "evaluate_dict": model.evaluate(vx, vy, sample_weight=vw, batch_size=8, verbose=0,
+                                        return_dict=True)}
+
 with open(os.path.join(OUT, f"results-{RANK}.json"), "w") as f:
     json.dump(results, f)

@@ -355,17 +355,8 @@ def DistributedOptimizer(optimizer):
 
 import keras as _keras  # noqa: E402  (after TensorFlow)
 
+from concord.transparent.metrics import GlobalMetrics as _GlobalMetrics  # noqa: E402
 from concord.transparent.models import model_built as _model_built  # noqa: E402
-
-
-def _average_over_ranks(values, name):
-    """A float64 vector averaged over ranks through the engine, not the blocking
-    allreduce: a rank that left training early then ends in
-    CONCORD_STALL_TIMEOUT_S, not in a wait with no end. Every rank must call it
-    with the same name."""
-    import numpy as np
-    return _concord_py.allreduce_async(np.asarray(values, dtype=np.float64), op="avg",
-                                       name=name).wait()
 
 
 class BroadcastInitialWeights(_keras.callbacks.Callback):
@@ -405,20 +396,10 @@ class BroadcastInitialWeights(_keras.callbacks.Callback):
         self._done = True
 
 
-class MetricAverage(_keras.callbacks.Callback):
-    """Averages the epoch's logged metrics over ranks, so every rank (and rank
-    0's progress output) reports the global values."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        _average_logs(logs, f"metrics/{epoch}")
-
-
-def _average_logs(logs, prefix):
-    if not logs or size() == 1:
-        return logs
-    import numpy as np
-    keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0)
-    averaged = _average_over_ranks([float(logs[k]) for k in keys], f"concord.keras/{prefix}")
-    for k, v in zip(keys, averaged):
-        logs[k] = float(v)
-    return logs
+class MetricAverage(_GlobalMetrics, _keras.callbacks.Callback):
+    """The epoch's logged metrics (and val_ metrics) over every rank, so every
+    rank (and rank 0's progress output) reports the global values: Keras's own
+    metrics computed from their state summed over ranks, as one process
+    computes them; others (a script's own Metric subclass) averaged, which rank
+    0 says once (concord.transparent.metrics). Place it before the callbacks
+    that read the logs."""

@@ -1,8 +1,8 @@
 """What the transparent patches agree on through concord's engine, whatever
 Keras's backend: rank 0's value, a barrier that names what it waits for, and
-results averaged over ranks. Every rank must make the same calls in the same
-order (the names count them). They go through the engine, not the blocking
-collectives: a rank that left training early then ends in
+values summed or averaged over ranks. Every rank must make the same calls in
+the same order (the names count them). They go through the engine, not the
+blocking collectives: a rank that left training early then ends in
 CONCORD_STALL_TIMEOUT_S, naming what it waited for, not in a wait with no end."""
 from __future__ import annotations
 
@@ -42,6 +42,15 @@ def average_floats(values, name):
     averaged = concord.allreduce_async(np.asarray(values, dtype=np.float64), op="avg",
                                        name=name).wait()
     return [float(v) for v in averaged]
+
+
+def sum_floats(values, name):
+    """A float64 vector summed over ranks (a numpy array)."""
+    import numpy as np
+
+    import concord
+    return concord.allreduce_async(np.asarray(values, dtype=np.float64), op="sum",
+                                   name=name).wait()
 
 
 def average_result(result):

@@ -1,4 +1,5 @@
-"""Patch `evaluate`: inputs sharded, results averaged over ranks."""
+"""Patch `evaluate`: inputs sharded, results over every rank
+(concord.transparent.evaluate)."""
 from __future__ import annotations
 
 from concord.tensorflow.transparent import sharding
@@ -9,8 +10,8 @@ def patch(p):
     def shard(x, y, sample_weight, batch_size):
         sharded = sharding.shard(p, x, y, sample_weight, batch_size, False)
         if sharded is None:
-            return x, y, sample_weight, batch_size
+            return x, y, sample_weight, batch_size, False
         x, y, sample_weight, from_numpy = sharded
-        return x, y, sample_weight, None if from_numpy else batch_size
+        return x, y, sample_weight, None if from_numpy else batch_size, True
 
     patch_evaluate(p, shard)

@@ -1,6 +1,6 @@
 """Patch `fit`: inputs sharded, the model's and optimizer's state broadcast from
-rank 0 before the first step, epoch metrics and BatchNormalization's moving
-statistics averaged over ranks."""
+rank 0 before the first step, epoch metrics made global (MetricAverage) and
+BatchNormalization's moving statistics averaged over ranks."""
 from __future__ import annotations
 
 import functools
@@ -70,9 +70,10 @@ def _agree_on_nan(p, keras):
 
 
 def _shard_inputs(p, model, x, y, sample_weight, batch_size, shuffle, validation_split,
-                  validation_data, kwargs):
+                  validation_data, kwargs, metrics):
     """fit()'s inputs (and validation data) sharded over ranks; the arguments
-    fit() then takes, kwargs updated in place."""
+    fit() then takes, kwargs updated in place, and metrics (MetricAverage) told
+    which data every rank takes whole."""
     if (validation_split and validation_data is None
             and numpy_inputs(x, y, sample_weight)):
         (x, y, sample_weight), validation_data = split_arrays(
@@ -85,8 +86,10 @@ def _shard_inputs(p, model, x, y, sample_weight, batch_size, shuffle, validation
         if from_numpy:
             # The dataset shuffles, with the same seed on every rank.
             shuffle, batch_size = False, None
+    validation_whole = False
     if validation_data is not None:
         v = sharding.shard_validation(p, validation_data, vbatch)
+        validation_whole = v is None
         if v is not None:
             validation_data = v
             kwargs.pop("validation_batch_size", None)
@@ -94,6 +97,7 @@ def _shard_inputs(p, model, x, y, sample_weight, batch_size, shuffle, validation
             # Left alone, it keeps the script's batch size (not
             # Keras's default, which batch_size=None would give).
             kwargs.setdefault("validation_batch_size", vbatch)
+    metrics.whole = (sharded is None, validation_whole)
     if isinstance(x, p.tf.data.Dataset):
         build_from_spec(model, x.element_spec)
     return x, y, sample_weight, batch_size, shuffle, validation_split, validation_data
@@ -110,12 +114,13 @@ def patch(p):
             validation_split=0.0, validation_data=None, shuffle=True, sample_weight=None,
             **kwargs):
         p.used = True
-        callbacks = [ctf.MetricAverage(), AverageMovingStatistics()] + \
-            list(callbacks or []) + [BroadcastState()]
+        metrics = ctf.MetricAverage()
+        callbacks = [metrics, AverageMovingStatistics()] + list(callbacks or []) + \
+            [BroadcastState()]
         if p.size > 1:
             x, y, sample_weight, batch_size, shuffle, validation_split, validation_data = \
                 _shard_inputs(p, model, x, y, sample_weight, batch_size, shuffle,
-                              validation_split, validation_data, kwargs)
+                              validation_split, validation_data, kwargs, metrics)
         if p.rank != 0 and not p.o.no_io:
             verbose = 0
         return original(model, x=x, y=y, batch_size=batch_size, epochs=epochs,

@@ -1,5 +1,5 @@
 """The callbacks the torch transparent mode adds to fit(): rank 0's state
-broadcast before the first step, the epoch's metrics averaged over ranks, and
+broadcast before the first step, the epoch's metrics over every rank, and
 BatchNormalization's moving statistics averaged so that every rank holds the
 same model. p is the Patcher."""
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import keras
 
 from concord.torch.transparent import exchange
-from concord.transparent.collective import average_logs, from_rank0, names
+from concord.transparent.collective import from_rank0, names
+from concord.transparent.metrics import GlobalMetrics
 from concord.transparent.models import MovingStatisticsAverage
 
 
@@ -31,18 +32,18 @@ class BroadcastState(keras.callbacks.Callback):
         exchange.broadcast_variables(variables)
 
 
-class AverageLogs(keras.callbacks.Callback):
-    """The epoch's metrics (and val_ metrics) averaged over ranks, so that
-    every rank, rank 0's progress output and History report the global values
-    (unless Keras averaged them itself: keras-nightly under DDP)."""
+class AverageLogs(GlobalMetrics, keras.callbacks.Callback):
+    """The epoch's metrics (and val_ metrics) over every rank, so that every
+    rank, rank 0's progress output and History report the global values
+    (concord.transparent.metrics: Keras's own metrics from their summed state,
+    others averaged), unless Keras reduced them itself: keras-nightly under DDP."""
 
     def __init__(self, p):
         super().__init__()
         self._p = p
 
-    def on_epoch_end(self, epoch, logs=None):
-        if not self._p.keras_reduces(self.model):
-            average_logs(logs, epoch)
+    def reduces(self, model):
+        return self._p.size > 1 and not self._p.keras_reduces(model)
 
 
 class AverageMovingStatistics(MovingStatisticsAverage, keras.callbacks.Callback):

@@ -20,8 +20,10 @@ class BroadcastGlobalVariablesCallback(_ctf.BroadcastInitialWeights):
 
 
 class MetricAverageCallback(_ctf.MetricAverage):
-    """Averages the epoch's metrics over ranks at the end of every epoch (so a
-    callback after it, and rank 0's log, see the global values)."""
+    """The epoch's metrics over ranks at the end of every epoch (so a callback
+    after it, and rank 0's log, see the global values): Keras's own metrics
+    from their state summed over ranks, others averaged (concord.tensorflow's
+    MetricAverage)."""
 
     def __init__(self, device=""):
         super().__init__()
