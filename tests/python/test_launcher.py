@@ -15,7 +15,11 @@ def keras_on_tensorflow(monkeypatch):
     monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
 
 
-def test_passes_mpi_options_and_program():
+def test_passes_mpi_options_and_program(monkeypatch):
+    # Hydra's spelling, whatever MPI this is built with (Open MPI's gets -x: see
+    # test_environment_options_in_the_launchers_spelling).
+    monkeypatch.setenv("CONCORD_MPIEXEC", "mpiexec.mpich")
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
     cmd = build_command(["-np", "3", "-genv", "OMP_NUM_THREADS", "1", "-ppn", "2", "python",
                          "train.py", "--epochs", "2"], tensorflow=False)
     assert cmd[:3] == mpiexec_command() + ["-n", "3"]
