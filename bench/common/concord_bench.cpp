@@ -102,18 +102,19 @@ std::vector<std::pair<std::string, std::string>> parse_tags(const std::vector<st
     if (eq == 0 || eq == std::string::npos) {
       throw std::invalid_argument("--tag: expected KEY=VALUE, not '" + tag + "'");
     }
-    if (concord::bench::is_record_field(tag.substr(0, eq))) {
-      throw std::invalid_argument("--tag " + tag.substr(0, eq) +
+    const std::string key = tag.substr(0, eq);
+    if (concord::bench::is_record_field(key)) {
+      throw std::invalid_argument("--tag " + key +
                                   ": the records have a field of that name already");
     }
     // Given twice, the records would keep the last value only, and say nothing.
-    for (const auto& [key, value] : tags) {
-      if (key == tag.substr(0, eq)) {
+    for (const auto& [earlier, value] : tags) {
+      if (earlier == key) {
         throw std::invalid_argument("--tag " + key + ": given twice ('" + key + "=" + value +
                                     "' and '" + tag + "')");
       }
     }
-    tags.emplace_back(tag.substr(0, eq), tag.substr(eq + 1));
+    tags.emplace_back(key, tag.substr(eq + 1));
   }
   return tags;
 }

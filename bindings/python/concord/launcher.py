@@ -43,8 +43,8 @@ import signal
 import subprocess
 import sys
 
-from concord._mpiexec_args import (_ENV_OPTIONS, _HOSTFILES, _HOSTS, _VALUED,  # noqa: F401
-                                   _env_arguments, _host_arguments, _option_name)
+from concord._mpiexec_args import (_ENV_OPTIONS, _HOSTFILES, _HOSTS, _VALUED, _env_arguments,
+                                   _host_arguments, _option_name)
 
 
 # A Python interpreter, by its file name: python, python3, python3.11, /venv/bin/python.

@@ -39,27 +39,25 @@ _COLLECTIVE_OPS = ("ConcordAllreduce", "ConcordGroupedAllreduce", "ConcordBroadc
                    "ConcordAllgather", "ConcordAlltoall", "ConcordReducescatter")
 
 
-def _run_unordered(op_types) -> bool:
+def _run_unordered(op_types) -> None:
     """Makes tf.function run these stateful ops whatever their outputs feed, but not
     in program order. Its automatic control dependencies chain every stateful op
     without a resource input after the one before it: collectives in a different
     order on two ranks would then wait for each other (matched by name, they need
     no order), and each would wait for the one before to finish instead of fusing
     with it. TensorFlow keeps such ops, "must run, order insensitive", in a set of
-    its auto_control_deps module, read at every trace. Returns False where this
-    TensorFlow has no such set: the ops then run in program order."""
+    its auto_control_deps module, read at every trace. Where this TensorFlow has no
+    such set, nothing changes: the ops then run in program order."""
     try:
         from tensorflow.python.framework import auto_control_deps as acd
     except ImportError:
-        return False
+        return
     current = getattr(acd, "MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS", None)
-    if not isinstance(current, frozenset):
-        return False
-    acd.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS = current | frozenset(op_types)
-    return True
+    if isinstance(current, frozenset):
+        acd.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS = current | frozenset(op_types)
 
 
-_UNORDERED = _run_unordered(_COLLECTIVE_OPS)
+_run_unordered(_COLLECTIVE_OPS)
 _counter = itertools.count()
 _OPS = ("sum", "avg", "min", "max", "prod")
 

@@ -34,23 +34,23 @@ def wait_for_every_rank(what, failed=False):
     return bool(total[0] > 0)
 
 
-def average_floats(values, name):
-    """A list of floats averaged over ranks (as float64)."""
+def _floats_over_ranks(values, name, op):
+    """A float64 vector reduced over ranks with `op` (a numpy array)."""
     import numpy as np
 
     import concord
-    averaged = concord.allreduce_async(np.asarray(values, dtype=np.float64), op="avg",
-                                       name=name).wait()
-    return [float(v) for v in averaged]
+    return concord.allreduce_async(np.asarray(values, dtype=np.float64), op=op,
+                                   name=name).wait()
+
+
+def average_floats(values, name):
+    """A list of floats averaged over ranks (as float64)."""
+    return [float(v) for v in _floats_over_ranks(values, name, "avg")]
 
 
 def sum_floats(values, name):
     """A float64 vector summed over ranks (a numpy array)."""
-    import numpy as np
-
-    import concord
-    return concord.allreduce_async(np.asarray(values, dtype=np.float64), op="sum",
-                                   name=name).wait()
+    return _floats_over_ranks(values, name, "sum")
 
 
 def average_result(result):

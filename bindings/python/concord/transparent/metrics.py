@@ -31,10 +31,15 @@ SUMMED = ("Mean", "Sum", "Precision", "Recall", "AUC", "TruePositives", "TrueNeg
 _reported = set()
 
 
-def summed_state(metric):
-    """Whether the metric's state is Keras's own sums (SUMMED)."""
+def _summed_classes():
+    """The SUMMED classes this Keras has."""
     import keras
-    classes = tuple(getattr(keras.metrics, n) for n in SUMMED if hasattr(keras.metrics, n))
+    return tuple(getattr(keras.metrics, n) for n in SUMMED if hasattr(keras.metrics, n))
+
+
+def summed_state(metric, classes=None):
+    """Whether the metric's state is Keras's own sums (SUMMED; classes: _summed_classes())."""
+    classes = _summed_classes() if classes is None else classes
     return isinstance(metric, classes) and type(metric).__module__.split(".")[0] == "keras"
 
 
@@ -106,8 +111,11 @@ def _split(model):
     for metric in model.metrics:
         for leaf in _leaves(metric):
             leaves.setdefault(id(leaf), leaf)
-    summed = [m for m in leaves.values() if summed_state(m)]
-    return summed, [m for m in leaves.values() if not summed_state(m)]
+    classes = _summed_classes()
+    summed, others = [], []
+    for m in leaves.values():
+        (summed if summed_state(m, classes) else others).append(m)
+    return summed, others
 
 
 def global_results(model, name):
