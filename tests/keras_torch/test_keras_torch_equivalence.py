@@ -8,6 +8,7 @@ full batch."""
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -149,6 +150,35 @@ def test_weighted_and_ratio_metrics_are_one_process_s(runs):
             for key, value in one["evaluate_dict"].items():
                 np.testing.assert_allclose(got["evaluate_dict"][key], value, rtol=RTOL,
                                            err_msg=key)
+
+
+def test_terminate_on_nan_stops_every_rank_after_the_same_batch(runs):
+    # Alone, the rank whose share held the inf stopped after batch 2 and the
+    # other waited for it in the next exchange until the stall timeout.
+    d, _ = runs
+    one = result(d["single"])["nan"]
+    assert one == {"batches": [0, 1, 2], "epochs": 1}
+    assert [result(d["dist"], r)["nan"] for r in (0, 1)] == [one, one]
+
+
+def test_a_rank_that_stops_early_ends_in_a_timeout_not_a_hang():
+    # Rank 1 stops after its second step and waits in the epoch's metrics
+    # (concord's engine); rank 0 waits in the next step's gradient all_reduce
+    # (torch.distributed), which waited 30 minutes (the group's default
+    # timeout, not CONCORD_STALL_TIMEOUT_S) while rank 1 had failed after 5 s
+    # and then waited for it in MPI_Finalize.
+    script = os.path.join(HERE, "..", "tensorflow", "stall_case.py")
+    env = dict(clean_env(), CONCORD_STALL_TIMEOUT_S="5", CONCORD_STALL_WARNING_S="2")
+    p = subprocess.run(CONCORDRUN + ["-np", "2", "python", script], env=env,
+                       capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "fit returned" not in out, out
+    assert "rank 1 did not reach this call within 5 s" in out, out  # rank 0's all_reduce
+    # Rank 1's metrics: its own timeout, or rank 0's engine ending first.
+    assert re.search(r"\[rank1\]: concord\._errors\.Error: concord: rank 1: .*"
+                     r"(ranks \[0\] did not submit it within 5 s|the engine shut down first)",
+                     out), out
 
 
 def test_dataloader_and_pydataset_batches_are_split_too(runs):

@@ -14,7 +14,7 @@ TensorFlow was imported, and with --cases the errors some bad inputs raise,
 the history and evaluate() of weighted metrics, Precision and AUC, and
 (inputs-rank<r>.npz) the weights after training on a DataLoader and on a
 PyDataset, the samples this process saw of them, and a BatchNormalization
-layer's moving statistics.
+layer's moving statistics; and the batches a fit() with TerminateOnNaN ran.
 """
 import argparse
 import json
@@ -148,6 +148,30 @@ def weighted(fit_weights):
                                             return_dict=True)}
 
 
+class BatchesSeen(keras.callbacks.Callback):
+    """The training batches fit() ran, in order."""
+
+    def on_train_begin(self, logs=None):
+        self.seen = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append(batch)
+
+
+def terminate_on_nan():
+    """TerminateOnNaN with one label inf, whose sample lies in one rank's share
+    of batch 2 only: the batches fit() ran and the epochs it logged."""
+    x = np.random.default_rng(5).normal(size=(40, 3)).astype("float32")
+    y = x.sum(1, keepdims=True)
+    y[21] = np.inf
+    model = keras.Sequential([keras.layers.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    batches = BatchesSeen()
+    h = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+                  callbacks=[keras.callbacks.TerminateOnNaN(), batches])
+    return {"batches": batches.seen, "epochs": len(h.history["loss"])}
+
+
 def bad_inputs(model, x, y):
     """The errors (None: none) of inputs concordrun cannot split over ranks."""
     errors = {}
@@ -193,6 +217,7 @@ def main():
     if args.cases:
         result["errors"] = bad_inputs(model, x, y)
         result["weighted"] = {w: weighted(w) for w in ("sample_weight", "class_weight")}
+        result["nan"] = terminate_on_nan()
         np.savez(os.path.join(args.out, f"inputs-rank{RANK}.npz"), **other_inputs(x, y))
     with open(os.path.join(args.out, f"rank-{RANK}.json"), "w") as f:
         json.dump(result, f)

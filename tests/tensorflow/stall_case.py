@@ -1,7 +1,8 @@
 """Rank 1 stops training after its second step (as a callback watching that
-rank's own loss would); rank 0 goes on. test_keras_equivalence.py runs it under
-concordrun -np 2 with a short CONCORD_STALL_TIMEOUT_S and expects both ranks to
-fail with the engine's timeout instead of waiting for ever."""
+rank's own loss would); rank 0 goes on. test_keras_equivalence.py (TensorFlow)
+and tests/keras_torch (KERAS_BACKEND=torch) run it under concordrun -np 2 with a
+short CONCORD_STALL_TIMEOUT_S and expect both ranks to fail with the timeout
+instead of waiting for ever."""
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

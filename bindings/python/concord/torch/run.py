@@ -21,7 +21,8 @@ concordrun --no-tensorflow. What is patched (each part can be switched off, see
                share; other inputs are an error that says what to use), the
                model's and optimizer's variables broadcast from rank 0 before
                the first step, epoch metrics and BatchNormalization's moving
-               statistics averaged over ranks
+               statistics averaged over ranks, TerminateOnNaN deciding on the
+               loss of every rank's share
   evaluate     inputs sharded, results averaged over ranks
   compile      jit_compile turned off (torch.compile would trace the exchange)
   seed         rank 0 draws a random seed and every rank sets it
@@ -49,6 +50,19 @@ from concord.transparent.options import parse
 from concord.transparent.program import cores_per_rank, run_program
 
 
+def _group_timeout():
+    """The process group's timeout: CONCORD_STALL_TIMEOUT_S's, so that the
+    gradient exchanges (torch.distributed) and the collectives the patches add
+    (concord's engine) give up on a missing rank after the same time. Without
+    it, a rank that failed after the latter waited in MPI_Finalize for one left
+    in an all_reduce for 30 minutes (torch's default). 0 (off) leaves torch's
+    default: a group's timeout cannot be off. import concord.torch has checked
+    the value already (the engine's settings)."""
+    import datetime
+    seconds = float(os.environ["CONCORD_STALL_TIMEOUT_S"] or 0)
+    return datetime.timedelta(seconds=seconds) if seconds > 0 else None
+
+
 def _start_torch():
     """This rank's share of the node's cores (unless the user chose), and the
     process group, with concord's backend."""
@@ -58,7 +72,8 @@ def _start_torch():
     if share is not None and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(share)
     if not dist.is_initialized():
-        dist.init_process_group("concord")
+        timeout = _group_timeout()
+        dist.init_process_group("concord", **({} if timeout is None else {"timeout": timeout}))
 
 
 def _refuse_second_group(p):
@@ -86,8 +101,8 @@ def main(argv=None):
               PARTS)
     os.environ.setdefault("KERAS_BACKEND", "torch")
     # As on TensorFlow: a rank that leaves training early fails the others
-    # after 30 minutes, naming it, instead of leaving them waiting for ever.
-    # (The process group's own timeout, 30 minutes too, covers its collectives.)
+    # after 30 minutes, naming it, instead of leaving them waiting for ever
+    # (the process group's collectives too: _group_timeout).
     os.environ.setdefault("CONCORD_STALL_TIMEOUT_S", "1800")
     _start_torch()
     import keras

@@ -1,6 +1,7 @@
 """Patch `fit`: inputs sharded, the model's and optimizer's state broadcast from
 rank 0 before the first step, epoch metrics made global (MetricAverage) and
-BatchNormalization's moving statistics averaged over ranks."""
+BatchNormalization's moving statistics averaged over ranks, TerminateOnNaN
+deciding on every rank's loss (concord.transparent.nan)."""
 from __future__ import annotations
 
 import functools
@@ -8,8 +9,9 @@ import functools
 from concord.tensorflow.transparent import sharding
 from concord.tensorflow.transparent.common import build_from_spec
 from concord.transparent.arrays import numpy_inputs, split_arrays
-from concord.transparent.collective import average_floats, from_rank0, names
+from concord.transparent.collective import from_rank0, names
 from concord.transparent.models import MovingStatisticsAverage
+from concord.transparent.nan import agree_on_nan
 
 
 def _broadcast_state_callback(ctf):
@@ -42,31 +44,6 @@ def _moving_statistics_callback(ctf, keras, tf):
                 v.assign(a)
 
     return AverageMovingStatistics
-
-
-def _agree_on_nan(p, keras):
-    """TerminateOnNaN deciding on the batch's loss over every rank, not on this
-    rank's share of it: alone, the rank whose share held a bad sample stopped
-    while the others went on into the next step's gradient exchange and waited
-    there for it (until CONCORD_STALL_TIMEOUT_S). The ranks' losses averaged
-    are NaN or inf when any rank's is, so every rank stops after the batch one
-    process stops after (one scalar exchanged per batch, with this callback only)."""
-    cls = getattr(keras.callbacks, "TerminateOnNaN", None)
-    hook = next((h for h in ("on_batch_end", "on_train_batch_end") if cls and h in cls.__dict__),
-                None)
-    if hook is None:
-        return
-    original = cls.__dict__[hook]
-
-    @functools.wraps(original)
-    def decide(callback, batch, logs=None):
-        loss = (logs or {}).get("loss")
-        if loss is not None:
-            agreed = average_floats([float(loss)], f"concord.run/terminate-on-nan/{next(names)}")
-            logs = dict(logs, loss=agreed[0])
-        return original(callback, batch, logs)
-
-    p.set(cls, hook, decide)
 
 
 def _shard_inputs(p, model, x, y, sample_weight, batch_size, shuffle, validation_split,
@@ -129,5 +106,4 @@ def patch(p):
                         shuffle=shuffle, sample_weight=sample_weight, **kwargs)
 
     p.set(keras.Model, "fit", fit)
-    if p.size > 1:
-        _agree_on_nan(p, keras)
+    agree_on_nan(p)

@@ -1,6 +1,7 @@
 """Patch `fit`: inputs sharded (inputs), rank 0's model and optimizer state
 broadcast before the first step, epoch metrics and BatchNormalization's moving
-statistics averaged over ranks (callbacks)."""
+statistics averaged over ranks (callbacks), TerminateOnNaN deciding on every
+rank's loss (concord.transparent.nan)."""
 from __future__ import annotations
 
 import functools
@@ -8,6 +9,7 @@ import functools
 from concord.torch.transparent import inputs
 from concord.torch.transparent.callbacks import (
     AverageLogs, AverageMovingStatistics, BroadcastState)
+from concord.transparent.nan import agree_on_nan
 
 
 def patch(p):
@@ -36,3 +38,4 @@ def patch(p):
                         shuffle=shuffle, sample_weight=sample_weight, **kwargs)
 
     p.set(p.keras.Model, "fit", fit)
+    agree_on_nan(p)
