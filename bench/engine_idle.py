@@ -26,7 +26,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402  (after the BLAS thread count)
 
 import concord  # noqa: E402
-from records import commit  # noqa: E402  (beside this file)
+from records import provenance  # noqa: E402  (beside this file)
 
 
 def cpu_seconds():
@@ -78,7 +78,7 @@ def main():
               " its time without the engine")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"benchmark": "bench/engine_idle.py", "commit": commit(),
+            json.dump({"benchmark": "bench/engine_idle.py", **provenance(),
                        "date": time.strftime("%Y-%m-%d"),
                        "machine": f"{platform.node()} {os.cpu_count()} CPUs",
                        "ranks": concord.size(), "seconds": args.seconds, "rows": rows}, f, indent=1)

@@ -40,7 +40,7 @@ import sys
 import time
 
 
-from records import commit  # beside this file
+from records import provenance  # beside this file
 
 
 def parse_size(text):
@@ -95,7 +95,7 @@ def report(args, impls, batches, ranks, facts):
               " ".join(f"{med[a] / med[b]:>16.2f}" for a, b in ratios))
     if args.json:
         record = {"benchmark": "bench/torch_allreduce.py", "ranks": ranks,
-                  "rounds": args.rounds, "commit": commit(), "device": args.device,
+                  "rounds": args.rounds, **provenance(), "device": args.device,
                   "python": platform.python_version(),
                   "machine": f"{platform.node()} {os.cpu_count()} CPUs",
                   "date": time.strftime("%Y-%m-%d"), **facts,

@@ -204,9 +204,9 @@ def main():
         print(f"{k}: {v:.2f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            from records import commit  # beside this file
+            from records import provenance  # beside this file
             import torch
-            json.dump({"benchmark": "bench/torch_ddp.py", "commit": commit(),
+            json.dump({"benchmark": "bench/torch_ddp.py", **provenance(),
                        "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
                        "machine": f"{platform.node()} {os.cpu_count()} CPUs",
                        "model": args.model, "ranks": args.ranks, "steps": args.steps,

@@ -126,6 +126,7 @@ def test_torch_allreduce_refuses_sizes_it_would_not_measure(spec, why):
 
 
 def test_train_throughput_record_names_commit_and_machine(tmp_path):
+    concord = pytest.importorskip("concord")
     # One process of a stand-in example that prints its throughput as the examples do.
     example = tmp_path / "example.py"
     example.write_text('print("samples/s 1234")\n')
@@ -135,12 +136,54 @@ def test_train_throughput_record_names_commit_and_machine(tmp_path):
                         "--json", str(out)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     rec = json.loads(out.read_text())
-    described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip() or "unknown"
-    assert rec["commit"] == described
+    assert rec["commit"] == concord.build_commit()  # the package measured
+    here = subprocess.run(["git", "describe", "--tags", "--always", "--dirty"], cwd=ROOT,
+                          capture_output=True, text=True).stdout.strip() or "unknown"
+    assert rec.get("bench_commit", rec["commit"]) == here
     assert rec["machine"] == f"{platform.node()} {os.cpu_count()} CPUs"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", rec["date"])
     assert rec["ranks"] == [1] and rec["results"]["concord_1"]["runs"] == [1234.0, 1234.0]
+
+
+def commit_of(described):
+    """The commit `git describe --tags --always [--dirty]` names: TAG-N-gHASH or HASH."""
+    text = described.removesuffix("-dirty")
+    m = re.fullmatch(r".*-\d+-g([0-9a-f]{7,40})", text)
+    return m.group(1) if m else text
+
+
+def test_the_installed_package_names_a_commit_of_this_repository():
+    concord = pytest.importorskip("concord")
+    built = concord.build_commit()
+    if shutil.which("git") is None or subprocess.run(
+            ["git", "rev-parse"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    assert built != "unknown", "built in a git checkout, so its commit is known"
+    p = subprocess.run(["git", "cat-file", "-e", commit_of(built) + "^{commit}"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, f"{built}: not a commit of {ROOT}: {p.stderr}"
+
+
+def records_module():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import records
+    finally:
+        sys.path.pop(0)
+    return records
+
+
+def test_a_record_names_the_package_s_commit_and_the_scripts_where_they_differ(
+        monkeypatch, capsys):
+    concord = pytest.importorskip("concord")
+    records = records_module()
+    monkeypatch.setattr(concord, "build_commit", lambda: "1111111")
+    monkeypatch.setattr(records, "checkout_commit", lambda: "1111111")
+    assert records.provenance() == {"commit": "1111111"}
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(records, "checkout_commit", lambda: "2222222-dirty")
+    assert records.provenance() == {"commit": "1111111", "bench_commit": "2222222-dirty"}
+    assert "built from 1111111, these benchmarks are at 2222222-dirty" in capsys.readouterr().err
 
 
 def test_torch_allreduce_refuses_a_tag_given_twice():

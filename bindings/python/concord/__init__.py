@@ -25,7 +25,7 @@ from . import _concord
 __all__ = [
     "Error", "Handle", "init", "rank", "size", "local_rank", "local_size", "barrier",
     "allreduce", "allreduce_async", "grouped_allreduce", "broadcast", "allgather", "shutdown",
-    "empty_shared", "is_shared",
+    "empty_shared", "is_shared", "build_commit",
 ]
 
 try:  # bfloat16 is not a numpy type; ml_dtypes provides it
@@ -299,6 +299,13 @@ def allgather(array, name: Optional[str] = None) -> np.ndarray:
     data = h.output()
     rows = sum(h.first_dims())
     return np.frombuffer(data, dtype=a.dtype).reshape((rows,) + a.shape[1:]).copy()
+
+
+def build_commit() -> str:
+    """The commit this package was built from (`git describe --tags --always
+    --dirty` of the source tree at build time; "unknown" outside a git
+    checkout): what a benchmark of the installed package measured."""
+    return _concord.build_commit
 
 
 def shutdown() -> None:

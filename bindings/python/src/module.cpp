@@ -10,6 +10,8 @@
 
 #include <mpi.h>
 
+#include "concord_commit.h"  // generated at build time: CONCORD_COMMIT
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -252,6 +254,7 @@ void bind_shared_memory(py::module_& m) {
 
 PYBIND11_MODULE(_concord, m) {
   m.doc() = "concord's C++ core (use the concord package, not this module)";
+  m.attr("build_commit") = CONCORD_COMMIT;
   register_errors();
   bind_process(m);
   bind_allreduce(m);
