@@ -25,9 +25,10 @@ may share one), concord-py and engine are left out (a CUDA tensor always takes t
 is timed beside concord, async, gloo and the floor.
 A timing is the mean of a batch of calls (float32 sum), enough calls to take about
 0.1 s, timed as nccl-tests does: the calls back to back, then one synchronisation of the
-device; the figure per implementation and size is the median of the rounds' batches.
-Rank 0 prints a table (time per call, gloo/concord, concord/concord-py, async/concord-py,
-engine/concord-py, floor/concord-py) and writes
+device; the figure per implementation and size is the median of the rounds' batches,
+and a ratio of two implementations the median of their rounds' ratios (each round's
+batches side by side). Rank 0 prints a table (time per call, gloo/concord,
+concord/concord-py, async/concord-py, engine/concord-py, floor/concord-py) and writes
 the JSON record (--json): machine, commit, torch version, the GPU and NCCL versions, the
 --tag values, and every batch.
 """
@@ -79,6 +80,13 @@ RATIOS = [("gloo", "concord"), ("nccl", "concord"), ("concord", "concord-py"),
           ("async", "concord-py"), ("engine", "concord-py"), ("floor", "concord-py")]
 
 
+def round_ratio(a, b):
+    """The median over rounds of a's batch time over b's in the same round. Both
+    ran minutes apart at most, so a change in the machine's speed between rounds
+    cancels out, which it does not in the ratio of the two medians."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
 def report(args, impls, batches, ranks, facts):
     """Rank 0: the table of medians, and the JSON record (--json)."""
     columns = [c for c in COLUMNS if c in impls]
@@ -88,11 +96,12 @@ def report(args, impls, batches, ranks, facts):
     rows = []
     for n in args.sizes:
         med = {impl: statistics.median(batches[impl][n]) for impl in impls}
+        ratio = {(a, b): round_ratio(batches[a][n], batches[b][n]) for a, b in ratios}
         rows.append({"bytes": n, **{f"{impl}_s": med[impl] for impl in impls},
-                     **{f"{a}_over_{b}".replace("-", "_"): med[a] / med[b] for a, b in ratios},
+                     **{f"{a}_over_{b}".replace("-", "_"): ratio[a, b] for a, b in ratios},
                      "batches": {impl: batches[impl][n] for impl in impls}})
         print(f"{n:>10} " + " ".join(f"{med[c] * 1e6:>13.1f}" for c in columns) + " " +
-              " ".join(f"{med[a] / med[b]:>16.2f}" for a, b in ratios))
+              " ".join(f"{ratio[a, b]:>16.2f}" for a, b in ratios))
     if args.json:
         record = {"benchmark": "bench/torch_allreduce.py", "ranks": ranks,
                   "rounds": args.rounds, **provenance(), "device": args.device,

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -184,6 +185,25 @@ def test_a_record_names_the_package_s_commit_and_the_scripts_where_they_differ(
     monkeypatch.setattr(records, "checkout_commit", lambda: "2222222-dirty")
     assert records.provenance() == {"commit": "1111111", "bench_commit": "2222222-dirty"}
     assert "built from 1111111, these benchmarks are at 2222222-dirty" in capsys.readouterr().err
+
+
+def test_torch_allreduce_ratios_are_the_median_of_each_round_s(tmp_path, capsys):
+    # Round by round gloo took 2x, 4x, 3x concord's time while the machine's
+    # speed changed: the median of those is 3, the ratio of the medians 4.
+    pytest.importorskip("concord")
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import torch_allreduce
+    finally:
+        sys.path.pop(0)
+    batches = {"concord": {4: [1.0, 1.0, 3.0]}, "gloo": {4: [2.0, 4.0, 9.0]}}
+    out = tmp_path / "r.json"
+    args = types.SimpleNamespace(sizes=[4], json=str(out), rounds=3, device="cpu", tag=[])
+    torch_allreduce.report(args, ["concord", "gloo"], batches, 2, {})
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["gloo_over_concord"] == 3.0
+    assert (row["concord_s"], row["gloo_s"]) == (1.0, 4.0)  # the medians, as before
+    assert capsys.readouterr().out.splitlines()[1].split()[-1] == "3.00"
 
 
 def test_torch_allreduce_refuses_a_tag_given_twice():
