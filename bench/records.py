@@ -10,14 +10,17 @@ import sys
 
 
 def checkout_commit():
-    """`git describe` of the tree this file is in ("-dirty" with uncommitted changes)."""
+    """`git describe` of the tree this file is in ("-dirty" with uncommitted changes);
+    outside a git checkout CONCORD_SOURCE_COMMIT (scripts/device-check sets it on
+    the GPU node, whose copy has no .git), else "unknown"."""
     try:
-        return subprocess.run(["git", "describe", "--tags", "--always", "--dirty"],
-                              capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__)),
-                              check=True).stdout.strip() or "unknown"
+        described = subprocess.run(["git", "describe", "--tags", "--always", "--dirty"],
+                                   capture_output=True, text=True,
+                                   cwd=os.path.dirname(os.path.abspath(__file__)),
+                                   check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        described = ""
+    return described or os.environ.get("CONCORD_SOURCE_COMMIT") or "unknown"
 
 
 def provenance():

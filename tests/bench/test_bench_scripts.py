@@ -206,6 +206,23 @@ def test_torch_allreduce_ratios_are_the_median_of_each_round_s(tmp_path, capsys)
     assert capsys.readouterr().out.splitlines()[1].split()[-1] == "3.00"
 
 
+def test_a_copy_without_git_names_the_commit_device_prepare_packed(tmp_path):
+    # The GPU node's copy of the tree has no .git; scripts/device-check sets
+    # CONCORD_SOURCE_COMMIT from what scripts/device-prepare wrote.
+    shutil.copy(os.path.join(ROOT, "bench", "records.py"), tmp_path)
+    code = "import records; print(records.checkout_commit())"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path.parent)  # no repository above it either
+
+    def described(**extra):
+        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, env=dict(env, **extra)).stdout.strip()
+
+    assert described() == "unknown"
+    assert described(CONCORD_SOURCE_COMMIT="abc1234 (device-prepare's)") == \
+        "abc1234 (device-prepare's)"
+
+
 def test_torch_allreduce_refuses_a_tag_given_twice():
     p = subprocess.run([sys.executable, TORCH_ALLREDUCE, "--tag", "mps=on", "--tag", "mps=off"],
                        capture_output=True, text=True, timeout=60)
