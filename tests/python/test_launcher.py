@@ -349,6 +349,33 @@ def test_hosts_given_twice_are_an_error(tmp_path, monkeypatch, launcher, first, 
         build_command(["-np", "2", first, value(first), second, value(second), "./p"])
 
 
+@pytest.mark.parametrize("launcher", ["mpiexec.mpich", "mpiexec.openmpi"])
+def test_every_spelling_of_a_host_option_is_checked_and_counted(tmp_path, monkeypatch,
+                                                                launcher):
+    """--host and --hostfile (Open MPI's own spellings, which Hydra reads too) and
+    -name=value went to the launcher unchecked: --host a:2 --host a:2 ran with 4
+    slots on a under Open MPI, a bad entry failed on the remote side or not at all."""
+    monkeypatch.setenv("CONCORD_MPIEXEC", launcher)
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    hosts = ["--host", "node1:2,node2"] if launcher.endswith("openmpi") else \
+        ["-hosts", "node1:2,node2"]
+    for spelling in (["--host", "node1:2, node2"], ["-hosts=node1:2,node2"],
+                     ["--hosts", "node1:2,node2"]):
+        assert build_command(["-np", "3"] + spelling + ["./p"])[-3:] == hosts + ["./p"]
+    f = tmp_path / "hosts"
+    f.write_text("node1 slots=2\nnode2\n")  # Open MPI's syntax: a host list on either
+    for spelling in (["--hostfile", str(f)], [f"--machinefile={str(f)}"]):
+        assert build_command(["-np", "3"] + spelling + ["./p"])[-3:] == hosts + ["./p"]
+    with pytest.raises(SystemExit, match="empty host name"):
+        build_command(["-np", "2", "--host", "a,,b", "./p"])
+    with pytest.raises(SystemExit, match="'a:x' is not a host or host:slots"):
+        build_command(["-np", "2", "-hosts=a:x", "./p"])
+    with pytest.raises(SystemExit, match="cannot read it"):
+        build_command(["-np", "2", "--hostfile", str(tmp_path / "missing"), "./p"])
+    with pytest.raises(SystemExit, match="--host gives the hosts again \\(after --host\\)"):
+        build_command(["-np", "2", "--host", "a:2", "--host", "a:2", "./p"])
+
+
 def test_launcher_exec_takes_a_value(hydra):
     cmd = build_command(["-np", "2", "-launcher", "ssh", "-launcher-exec", "/x/netns-exec",
                          "./p"])

@@ -28,8 +28,8 @@ _VALUED = {
     "report-uri": 1, "rf": 1, "rankfile": 1, "stdin": 1, "timeout": 1, "tune": 1, "wd": 1,
     "x": 1, "xml-file": 1, "xterm": 1}
 
-# Host options; each is checked here so a typo fails before any host is contacted.
-# Other spellings (--host, --hostfile: Open MPI's own) reach the launcher as they are.
+# Host options, by the name without its dashes (-host, --host and -host=... alike);
+# each is checked here so a typo fails before any host is contacted.
 _HOSTS = ("-hosts", "-host", "-H", "-hostlist", "-machine", "-machines", "-machinelist")
 _HOSTFILES = ("-f", "-hostfile", "-machinefile")
 _HOST_ENTRY = re.compile(r"^[A-Za-z0-9_.\[\]:-]+?(:[0-9]+)?$")

@@ -295,14 +295,16 @@ def build_command(argv, tensorflow=True):
         words, i = argv[i:i + 1 + n], i + 1 + n
         if ranks_option:
             ranks = attached if attached is not None else words[1]
-        elif a in _HOSTS or a in _HOSTFILES:
+        elif f"-{name}" in _HOSTS or f"-{name}" in _HOSTFILES:
+            # Every spelling (-host, --host, -hosts=...) is checked and counted.
             # Hydra refuses a second host list or hostfile; Open MPI would add the
             # second's slots to the first's (--host a:2 --host a:2 is 4 slots on a).
             if hosts_from:
                 raise SystemExit(f"concordrun: {a} gives the hosts again (after {hosts_from}); "
                                  "give them once")
             hosts_from = a
-            mpi_args.extend(_host_arguments(a, words[1], open_mpi))
+            mpi_args.extend(_host_arguments(f"-{name}", words[-1] if attached is None
+                                            else attached, open_mpi))
         elif name in _ENV_OPTIONS:
             mpi_args.extend(_env_arguments(name, words, attached, open_mpi))
         else:
