@@ -113,11 +113,18 @@ class CsvSource:
         if not lines:
             return done
         try:
+            # comments=None: loadtxt's default '#' dropped a line starting with '#' (or cut a
+            # line at a '#'), and the fewer rows it returned were broadcast over the share's
+            # rows (one sample copied in place of another). '#' is now a value like any other,
+            # and not a number.
             values = np.loadtxt([ln.decode() for _, _, ln in lines], delimiter=self.delimiter,
-                                dtype=np.float64, ndmin=2, quotechar='"')
+                                dtype=np.float64, ndmin=2, quotechar='"', comments=None)
         except ValueError:
             self._explain(lines)
             raise
+        if values.shape[0] != len(lines):  # a row per line, never broadcast
+            raise ValueError(f"{lines[0][0]}:{lines[0][1]}: {len(lines)} lines parsed as "
+                             f"{values.shape[0]} rows")
         x[done:done + len(lines)] = values[:, self.features]
         if y is not None:
             y[done:done + len(lines)] = values[:, self.label]
