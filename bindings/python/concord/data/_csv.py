@@ -24,9 +24,21 @@ def _is_number(text: str) -> bool:
         return False
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _lines(f):
+    """(number, line) of a file's lines, the first without a UTF-8 byte-order mark:
+    Excel's "CSV UTF-8" starts with one, and a numeric first line that kept it
+    was taken for a header (its sample silently lost), a header's first name
+    could not be named (label="a" against "\ufeffa")."""
+    for number, line in enumerate(f, 1):
+        yield number, line[len(_BOM):] if number == 1 and line.startswith(_BOM) else line
+
+
 def _first_line(path: str):
     with open(path, "rb") as f:
-        for number, line in enumerate(f, 1):
+        for number, line in _lines(f):
             if line.strip():
                 return number, line
     return None, None
@@ -73,7 +85,7 @@ class CsvSource:
         """(line number, line) of every data line of `path`."""
         with open(path, "rb") as f:
             seen_header = not self.header
-            for number, line in enumerate(f, 1):
+            for number, line in _lines(f):
                 if not line.strip():
                     continue
                 if not seen_header:
