@@ -5,6 +5,10 @@ test_data.py; every rank writes the same files into its own tmp_path, and the
 expected samples are computed here with the csv module or numpy."""
 
 import csv
+import os
+import struct
+import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -79,3 +83,75 @@ def test_csv_byte_order_mark(comm_info, tmp_path, header):
     mine = strided(10, rank, size)
     np.testing.assert_array_equal(np.asarray(x), x_all[mine])
     np.testing.assert_array_equal(np.asarray(y), y_all[mine])
+
+
+def idx_gzip_with_bad_block(path, x):
+    """An IDX file of x (float32) gzipped, with an invalid deflate block three
+    quarters in: gzip raises zlib.error there."""
+    raw = bytes([0, 0, 0x0D, x.ndim]) + b"".join(n.to_bytes(4, "big") for n in x.shape)
+    raw += x.astype(">f4").tobytes()
+    c, cut = zlib.compressobj(6, zlib.DEFLATED, -15), len(raw) * 3 // 4
+    body = c.compress(raw[:cut]) + c.flush(zlib.Z_FULL_FLUSH) + b"\xff\xff\xff\xff"
+    body += c.compress(raw[cut:]) + c.flush()
+    with open(path, "wb") as f:
+        f.write(b"\x1f\x8b\x08\0\0\0\0\0\0\xff" + body
+                + struct.pack("<II", zlib.crc32(raw), len(raw)))
+    return str(path)
+
+
+def npz_with_bad_crc(path, x):
+    """An uncompressed .npz of x whose member has one byte changed near its end:
+    zipfile raises BadZipFile (bad CRC) on reaching the end of the member."""
+    np.savez(path, x=x)
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("x.npy")
+    with open(path, "r+b") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = struct.unpack("<HH", f.read(4))
+        f.seek(info.header_offset + 30 + name_len + extra_len + info.compress_size - 3)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["idx-gzip", "npz"])
+def test_corrupt_compressed_data_reaches_every_rank(comm_info, tmp_path, kind):
+    """zlib.error and BadZipFile are neither OSError nor ValueError: the rank
+    that met them raised them as they were, and the other ranks waited for it
+    in the error agreement until its process ended."""
+    rank, size = comm_info
+    x = np.arange(4000 * 8, dtype=np.float32).reshape(4000, 8)
+    if kind == "npz":
+        path, name = npz_with_bad_crc(tmp_path / "d.npz", x), "d.npz[x]"
+    else:
+        path = idx_gzip_with_bad_block(tmp_path / "x-idx2-float.gz", x)
+        name = "x-idx2-float.gz"
+    message = expect_error(cdata.open(path, shard="contiguous").read, name, "corrupt")
+    if size > 1:
+        assert f"(on rank {size - 1})" in message  # the last block holds the damage
+    still_in_step(size)
+
+
+def test_not_an_npz_names_the_file(comm_info, tmp_path):
+    path = write_lines(tmp_path / "d.npz", ["not a zip file"])
+    expect_error(lambda: cdata.open(path), "d.npz: not an .npz file")
+
+
+def test_other_failure_on_one_rank_reaches_every_rank(comm_info, tmp_path, monkeypatch):
+    """A failure that is not bad input (here a RuntimeError on the last rank
+    alone) left the other ranks waiting in the agreement for ever; now it is
+    agreed on: the failing rank raises its own exception, the others a
+    DataError naming it."""
+    rank, size = comm_info
+    path = write_lines(tmp_path / "d.csv", ["a,label"] + [f"{i},0" for i in range(6)])
+    r = cdata.open(path, label="label")
+    if rank == size - 1:
+        def boom(indices):
+            raise RuntimeError("boom")
+        monkeypatch.setattr(r._source, "read", boom)
+        with pytest.raises(RuntimeError, match="boom"):
+            r.read()
+    else:
+        expect_error(r.read, "RuntimeError: boom", f"(on rank {size - 1})")
+    still_in_step(size)

@@ -4,6 +4,8 @@ message), so no rank goes on to a collective the others never reach."""
 from __future__ import annotations
 
 import itertools
+import zipfile
+import zlib
 from typing import Callable, TypeVar
 
 import numpy as np
@@ -49,26 +51,37 @@ def _first_error(message: str) -> str:
     return text if rank_size()[1] == 1 else f"{text} (on rank {first})"
 
 
-_BAD_INPUT = (DataError, OSError, ValueError, KeyError, EOFError)
+# What bad input raises: zlib.error (a corrupt deflate stream in a gzip file or an
+# .npz member) and zipfile.BadZipFile (a bad CRC, found by the rank that reads a
+# member to its end) derive from Exception alone, not OSError or ValueError.
+_BAD_INPUT = (DataError, OSError, ValueError, KeyError, EOFError, zlib.error,
+              zipfile.BadZipFile)
 
 
 def agreed(step: Callable[[], T]) -> T:
     """step() on every rank; if it fails on any rank with bad input (DataError,
-    OSError, ValueError, KeyError, EOFError), every rank raises a DataError with
-    the first failing rank's message."""
+    OSError, ValueError, KeyError, EOFError, zlib.error, BadZipFile), every rank
+    raises a DataError with the first failing rank's message. Any other failure
+    is agreed on too, so that no rank is left waiting in a later collective for
+    one that failed: the failing rank re-raises its own exception, the others a
+    DataError naming its type and rank."""
     result, message, error = None, "", None
     try:
         result = step()
-    except _BAD_INPUT as e:
+    except Exception as e:  # noqa: BLE001 - every failure is agreed on, then raised
         error = e
         message = str(e) or type(e).__name__
+        if not isinstance(e, _BAD_INPUT):
+            message = f"{type(e).__name__}: {message}"
     if rank_size()[1] == 1:
         if error is None:
             return result
-        if isinstance(error, DataError):
+        if isinstance(error, DataError) or not isinstance(error, _BAD_INPUT):
             raise error
         raise DataError(message) from error
     first = _first_error(message)
     if first:
+        if error is not None and not isinstance(error, _BAD_INPUT):
+            raise error
         raise DataError(first) from error
     return result

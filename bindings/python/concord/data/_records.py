@@ -8,6 +8,7 @@ import gzip
 import math
 import os
 import zipfile
+import zlib
 from typing import Callable, Tuple
 
 import numpy as np
@@ -102,6 +103,8 @@ class StreamRecords(RecordFile):
                 return super().read(indices)
             except EOFError as e:
                 raise DataError(f"{self.name}: the compressed stream is cut short ({e})") from None
+            except (zlib.error, zipfile.BadZipFile) as e:  # derive from Exception alone
+                raise DataError(f"{self.name}: the compressed data is corrupt ({e})") from None
             finally:
                 self._f = None
 
@@ -155,8 +158,11 @@ def npz_member(path: str, key: str) -> StreamRecords:
 
 
 def npz_keys(path: str):
-    with zipfile.ZipFile(path) as zf:
-        return [n[:-4] for n in zf.namelist() if n.endswith(".npy")]
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return [n[:-4] for n in zf.namelist() if n.endswith(".npy")]
+    except zipfile.BadZipFile as e:  # its message names no file
+        raise DataError(f"{path}: not an .npz file ({e})") from None
 
 
 _IDX_TYPES = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
