@@ -155,3 +155,32 @@ def test_other_failure_on_one_rank_reaches_every_rank(comm_info, tmp_path, monke
     else:
         expect_error(r.read, "RuntimeError: boom", f"(on rank {size - 1})")
     still_in_step(size)
+
+
+@pytest.mark.parametrize("fmt", ["npy", "idx"])
+def test_relative_label_file_is_next_to_the_features(comm_info, tmp_path, monkeypatch, fmt):
+    """label="y..." for data/x...: the file next to the features file (DATA.md),
+    not a file of that name in the working directory, which was taken first;
+    both existing and different is an error."""
+    rank, size = comm_info
+    x, y = np.arange(10, dtype=np.float32).reshape(5, 2), np.arange(5, dtype=np.uint8)
+    (tmp_path / "data").mkdir()
+    names = ("x.npy", "y.npy") if fmt == "npy" else ("x-idx2-float", "y-idx1-ubyte")
+
+    def save(path, a):
+        if fmt == "npy":
+            np.save(path, a)
+        else:
+            code = 0x0D if a.dtype == np.float32 else 0x08
+            head = bytes([0, 0, code, a.ndim]) + b"".join(n.to_bytes(4, "big") for n in a.shape)
+            path.write_bytes(head + a.astype(a.dtype.newbyteorder(">")).tobytes())
+    save(tmp_path / "data" / names[0], x)
+    save(tmp_path / "data" / names[1], y)
+    monkeypatch.chdir(tmp_path)
+    features = os.path.join("data", names[0])
+    _, labels = cdata.open(features, label=names[1]).read()
+    np.testing.assert_array_equal(np.asarray(labels), y[strided(5, rank, size)])
+    save(tmp_path / names[1], y[::-1].copy())  # another file of that name in the working dir
+    expect_error(lambda: cdata.open(features, label=names[1]), "names both")
+    _, labels = cdata.open(features, label=os.path.join("data", names[1])).read()
+    np.testing.assert_array_equal(np.asarray(labels), y[strided(5, rank, size)])

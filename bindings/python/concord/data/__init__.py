@@ -64,10 +64,19 @@ def _files(path_or_pattern: str, fmt: Optional[str]):
 
 
 def _sibling(path: str, other: str) -> str:
-    """A label file named next to the features file (relative paths)."""
-    if os.path.isabs(other) or os.path.exists(other):
+    """A label file named by a relative path: next to the features file, as
+    documented, else relative to the working directory. Where both exist and
+    differ it is an error: the working directory's file was taken before,
+    silently pairing the features with another data set's labels."""
+    other = os.fspath(other)
+    beside = os.path.join(os.path.dirname(path), other)
+    if os.path.isabs(other) or not os.path.exists(beside):
         return other
-    return os.path.join(os.path.dirname(path), other)
+    if os.path.exists(other) and not os.path.samefile(other, beside):
+        raise DataError(f"{path}: label={other!r} names both {beside} (next to the features "
+                        f"file) and {os.path.abspath(other)} (in the working directory); give "
+                        "a path that names one")
+    return beside
 
 
 class _Pair:
@@ -196,8 +205,9 @@ def open(path_or_pattern, format: Optional[str] = None,  # noqa: A001 - concord.
     format: "csv", "tsv", "npy", "npz", "idx" or "hdf5"; from the extension
       when None (files named *-ubyte[.gz] are IDX).
     label: CSV/TSV: the label column's name (header) or index; .npz/HDF5: the
-      label array's/dataset's name; .npy/IDX: the label file (relative paths
-      next to the features file). None: no labels.
+      label array's/dataset's name; .npy/IDX: the label file (a relative path
+      next to the features file, else in the working directory; an error where
+      both hold one). None: no labels.
     features: CSV/TSV: the feature columns (names or indices; default all but
       the label); .npz/HDF5: the features array/dataset (default the only other).
     shard: "strided" (rank r holds samples r, r+N, ...: the transparent mode's
