@@ -184,3 +184,18 @@ def test_relative_label_file_is_next_to_the_features(comm_info, tmp_path, monkey
     expect_error(lambda: cdata.open(features, label=names[1]), "names both")
     _, labels = cdata.open(features, label=os.path.join("data", names[1])).read()
     np.testing.assert_array_equal(np.asarray(labels), y[strided(5, rank, size)])
+
+
+@pytest.mark.parametrize("bad", [-1, 2**63, 1.5])
+def test_bad_shuffle_seed_fails_at_as_dataset_on_every_rank(comm_info, tmp_path, bad):
+    """Rank 0's seed decides (the others pass a good one). -1 failed only when
+    the dataset was iterated, inside tf.data; 2**63 raised OverflowError on rank
+    0 alone while the others waited in the seed's broadcast."""
+    pytest.importorskip("tensorflow")
+    rank, size = comm_info
+    np.save(tmp_path / "x.npy", np.arange(8, dtype=np.float32))
+    r = cdata.open(str(tmp_path / "x.npy"))
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        r.as_dataset(2 * size, seed=bad if rank == 0 else 1)
+    still_in_step(size)
+    assert len(list(r.as_dataset(2 * size, seed=2**63 - 1))) == 8 // (2 * size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 import warnings
 from typing import Optional
 
@@ -54,13 +55,30 @@ def is_sharded(data) -> bool:
     return False
 
 
+def _seed_value(seed) -> int:
+    """`seed` as a non-negative int64 (what default_rng([seed, epoch]) takes),
+    -1 when it is not one."""
+    try:
+        value = operator.index(seed)
+    except TypeError:
+        return -1
+    return value if 0 <= value < 2**63 else -1
+
+
 def common_seed(seed) -> int:
-    """Rank 0's seed (drawn from numpy's global generator when None) everywhere."""
+    """Rank 0's seed (drawn from numpy's global generator when None) everywhere.
+    Checked here, on every rank: a negative seed failed only when the dataset
+    was iterated (inside tf.data), and one of 2**63 or more raised on rank 0
+    alone, before the broadcast the others waited in."""
     import concord
-    mine = np.random.randint(0, 2**31 - 1) if seed is None else int(seed)
-    if rank_size()[1] == 1:
-        return mine
-    return int(concord.broadcast(np.array([mine], np.int64), 0, name="concord.data/seed")[0])
+    mine = np.random.randint(0, 2**31 - 1) if seed is None else _seed_value(seed)
+    if rank_size()[1] > 1:
+        mine = int(concord.broadcast(np.array([mine], np.int64), 0, name="concord.data/seed")[0])
+    if mine < 0:
+        given = f"{seed!r}" if rank_size()[0] == 0 else "rank 0's"
+        raise ValueError(f"concord.data: the seed must be an integer, 0 <= seed < 2**63; "
+                         f"{given} is not")
+    return mine
 
 
 def per_rank_batch(batch_size: int, size: int) -> int:
