@@ -5,6 +5,7 @@ test_data.py; every rank writes the same files into its own tmp_path, and the
 expected samples are computed here with the csv module or numpy."""
 
 import csv
+import gzip
 import os
 import struct
 import zipfile
@@ -199,3 +200,29 @@ def test_bad_shuffle_seed_fails_at_as_dataset_on_every_rank(comm_info, tmp_path,
         r.as_dataset(2 * size, seed=bad if rank == 0 else 1)
     still_in_step(size)
     assert len(list(r.as_dataset(2 * size, seed=2**63 - 1))) == 8 // (2 * size)
+
+
+def test_unclear_messages_name_the_file_and_line(comm_info, tmp_path):
+    """Messages that named no file: a gzipped CSV/.npy/HDF5 file ("'utf-8' codec
+    can't decode byte 0x8b", "file signature not found"), CSV text that is not
+    UTF-8, a value float() takes but loadtxt refuses ("could not convert string
+    '1_000' to float64 at row 0", the row within a chunk), a file that is not HDF5."""
+    rank, size = comm_info
+    csv_text = b"a,b,label\n1,2,0\n3,4,1\n"
+    (tmp_path / "t.csv.gz").write_bytes(gzip.compress(csv_text))
+    np.save(tmp_path / "v.npy", np.arange(4.0))
+    (tmp_path / "v.npy.gz").write_bytes(gzip.compress((tmp_path / "v.npy").read_bytes()))
+    for name in ("t.csv.gz", "v.npy.gz"):
+        expect_error(lambda: cdata.open(str(tmp_path / name)), f"{name}: gzip-compressed")
+    (tmp_path / "l1.csv").write_bytes(csv_text + b"5,6\xe9,1\n")  # Latin-1 on line 4
+    expect_error(cdata.open(str(tmp_path / "l1.csv"), label="label").read, "l1.csv:4",
+                 "not UTF-8")
+    (tmp_path / "l2.csv").write_bytes(b"\xe9,b,label\n1,2,0\n")
+    expect_error(lambda: cdata.open(str(tmp_path / "l2.csv")), "l2.csv:1", "not UTF-8")
+    write_lines(tmp_path / "u.csv", ["a,label", "2,0", "1_000,1", "3,0"])
+    expect_error(cdata.open(str(tmp_path / "u.csv"), label="label").read, "u.csv:3", "'1_000'",
+                 "not a number")
+    pytest.importorskip("h5py")
+    (tmp_path / "n.h5").write_bytes(b"not hdf5")
+    expect_error(lambda: cdata.open(str(tmp_path / "n.h5")), "n.h5: not a readable HDF5")
+    still_in_step(size)

@@ -114,6 +114,11 @@ def _source(fmt, files, features, label, delimiter, header, dtype):
     path = files[0]
     if fmt not in ("csv", "tsv") and len(files) > 1:
         raise DataError(f"{fmt} readers take one file; {len(files)} match ({path}, ...)")
+    if fmt != "idx":  # read as they are: a gzipped one failed with a message naming no file
+        gzipped = [f for f in files if _records.is_gzip(f)]
+        if gzipped:
+            raise DataError(f"{gzipped[0]}: gzip-compressed; only IDX files are read compressed "
+                            f"(decompress it first)")
     if fmt in ("csv", "tsv"):
         delimiter = delimiter or ("\t" if fmt == "tsv" else ",")
         return CsvSource(files, delimiter, header, label, features, dtype or np.float32)

@@ -12,14 +12,24 @@ from ._agree import DataError
 _CHUNK_BYTES = 4 << 20  # text parsed at a time (bounds the text and float64 scratch)
 
 
-def _fields(line: bytes, delimiter: str) -> List[str]:
-    return [f.strip().strip('"') for f in line.decode().rstrip("\r\n").split(delimiter)]
+def _text(line: bytes, where: str) -> str:
+    try:
+        return line.decode()
+    except UnicodeDecodeError as e:  # its message names no file or line
+        raise DataError(f"{where}: not UTF-8 text ({e})") from None
+
+
+def _fields(line: bytes, delimiter: str, where: str) -> List[str]:
+    return [f.strip().strip('"') for f in _text(line, where).rstrip("\r\n").split(delimiter)]
 
 
 def _is_number(text: str) -> bool:
+    """Whether np.loadtxt, which parses the data, reads `text` as a number:
+    float() alone also takes "1_000" and non-ASCII digits, which loadtxt
+    refuses, and its error then named only its row within a chunk."""
     try:
         float(text)
-        return True
+        return np.loadtxt([text], dtype=np.float64, comments=None).size == 1
     except ValueError:
         return False
 
@@ -51,7 +61,7 @@ class CsvSource:
         number, line = _first_line(self.files[0])
         if line is None:
             raise DataError(f"{self.files[0]}: empty file (no header, no data)")
-        first = _fields(line, delimiter)
+        first = _fields(line, delimiter, f"{self.files[0]}:{number}")
         self.header = (not all(_is_number(v) for v in first)) if header is None else header
         self.columns = first if self.header else [str(i) for i in range(len(first))]
         self.label = None if label is None else self._column(label, "label")
@@ -90,7 +100,7 @@ class CsvSource:
                     continue
                 if not seen_header:
                     seen_header = True
-                    if _fields(line, self.delimiter) != self.columns:
+                    if _fields(line, self.delimiter, f"{path}:{number}") != self.columns:
                         raise DataError(f"{path}:{number}: the header differs from "
                                         f"{self.files[0]}'s")
                     continue
@@ -131,7 +141,7 @@ class CsvSource:
             # and not a number.
             values = np.loadtxt([ln.decode() for _, _, ln in lines], delimiter=self.delimiter,
                                 dtype=np.float64, ndmin=2, quotechar='"', comments=None)
-        except ValueError:
+        except ValueError:  # UnicodeDecodeError too: _explain names the file and line
             self._explain(lines)
             raise
         if values.shape[0] != len(lines):  # a row per line, never broadcast
@@ -144,7 +154,7 @@ class CsvSource:
 
     def _explain(self, lines):
         for path, number, line in lines:
-            for i, v in enumerate(_fields(line, self.delimiter)):
+            for i, v in enumerate(_fields(line, self.delimiter, f"{path}:{number}")):
                 if not _is_number(v):
                     raise DataError(f"{path}:{number}: {v!r} in column {self.columns[i]!r} is "
                                     "not a number")

@@ -20,10 +20,18 @@ def _h5py():
     return h5py
 
 
+def _open(path: str):
+    h5py = _h5py()
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:  # h5py's message names no file: "file signature not found"
+        raise DataError(f"{path}: not a readable HDF5 file ({e})") from None
+
+
 def dataset_names(path: str) -> List[str]:
     h5py = _h5py()
     names = []
-    with h5py.File(path, "r") as f:
+    with _open(path) as f:
         f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
     return names
 
@@ -32,7 +40,7 @@ class Hdf5Dataset:
     def __init__(self, path: str, key: str):
         h5py = _h5py()
         self.path, self.key, self.name = path, key, f"{path}[{key}]"
-        with h5py.File(path, "r") as f:
+        with _open(path) as f:
             if key not in f or not isinstance(f[key], h5py.Dataset):
                 raise DataError(f"{path}: no dataset named {key!r} (it holds "
                                 f"{', '.join(dataset_names(path)) or 'none'})")

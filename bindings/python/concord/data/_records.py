@@ -168,14 +168,14 @@ def npz_keys(path: str):
 _IDX_TYPES = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
-def _is_gzip(path: str) -> bool:
+def is_gzip(path: str) -> bool:
     with open(path, "rb") as f:
         return f.read(2) == b"\x1f\x8b"
 
 
 def idx_file(path: str) -> StreamRecords:
     """An IDX file (MNIST's format), gzipped or not."""
-    gz = _is_gzip(path)
+    gz = is_gzip(path)
     opener = (lambda: gzip.open(path, "rb")) if gz else (lambda: open(path, "rb"))
     with opener() as f:
         head = f.read(4)
