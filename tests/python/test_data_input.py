@@ -226,3 +226,18 @@ def test_unclear_messages_name_the_file_and_line(comm_info, tmp_path):
     (tmp_path / "n.h5").write_bytes(b"not hdf5")
     expect_error(lambda: cdata.open(str(tmp_path / "n.h5")), "n.h5: not a readable HDF5")
     still_in_step(size)
+
+
+def test_csv_labels_too_large_for_int64_stay_float(comm_info, tmp_path):
+    """Whole-number labels became int64 even when they do not fit: 1e20 came
+    back as -9223372036854775808. Such labels now stay float (float32)."""
+    rank, size = comm_info
+    labels = [1e20, 3.0, 4.0]
+    write_lines(tmp_path / "d.csv", ["a,label"] + [f"{i},{v!r}" for i, v in enumerate(labels)])
+    _, y = cdata.open(str(tmp_path / "d.csv"), label="label").read()
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(y), np.float32(labels)[strided(3, rank, size)])
+    write_lines(tmp_path / "e.csv", ["a,label", "0,-3", "1,9007199254740992", "2,5"])
+    _, y = cdata.open(str(tmp_path / "e.csv"), label="label").read()
+    assert y.dtype == np.int64
+    np.testing.assert_array_equal(np.asarray(y), np.array([-3, 2**53, 5])[strided(3, rank, size)])

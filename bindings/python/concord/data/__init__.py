@@ -167,7 +167,9 @@ class Reader:
         if self._data is None:
             x, y = agreed(lambda: self._source.read(self.indices))
             if isinstance(self._source, CsvSource) and y is not None:
-                integral = bool(np.all(np.mod(y, 1) == 0))
+                # Whole numbers that float64 holds exactly (|y| <= 2**53) become int64;
+                # 1e20 was cast to int64's minimum (a RuntimeWarning only).
+                integral = bool(np.all((np.mod(y, 1) == 0) & (np.abs(y) <= 2.0**53)))
                 if gather_ints([integral], "label-type").min():
                     y = y.astype(np.int64)
                 else:
