@@ -241,3 +241,22 @@ def test_csv_labels_too_large_for_int64_stay_float(comm_info, tmp_path):
     _, y = cdata.open(str(tmp_path / "e.csv"), label="label").read()
     assert y.dtype == np.int64
     np.testing.assert_array_equal(np.asarray(y), np.array([-3, 2**53, 5])[strided(3, rank, size)])
+
+
+def test_csv_first_line_with_a_missing_value_is_not_a_header(comm_info, tmp_path):
+    """header=None took "1,,0" (not all numbers) for a header: 2 samples of 3,
+    without an error. It is data, and its empty field an error; pandas's header
+    over an index column (",a,label") is still a header."""
+    rank, size = comm_info
+    path = write_lines(tmp_path / "miss.csv", ["1,,0", "2,3,1", "4,5,0"])
+    r = cdata.open(path, label=-1)
+    assert r.total == 3
+    if rank == 0:  # the rank that holds sample 0 finds the bad field; every rank raises
+        expect_error(r.read, "miss.csv:1", "'' in column '1' is not a number")
+    else:
+        expect_error(r.read, "miss.csv:1", "(on rank 0)")
+    path = write_lines(tmp_path / "pandas.csv", [",a,label", "0,10,0", "1,11,1", "2,12,0"])
+    x, y = cdata.open(path, label="label", features="a").read()
+    expected = np.float32([10, 11, 12])[strided(3, rank, size)]
+    np.testing.assert_array_equal(np.asarray(x)[:, 0], expected)
+    still_in_step(size)

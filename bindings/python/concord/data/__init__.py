@@ -219,7 +219,8 @@ def open(path_or_pattern, format: Optional[str] = None,  # noqa: A001 - concord.
       the label); .npz/HDF5: the features array/dataset (default the only other).
     shard: "strided" (rank r holds samples r, r+N, ...: the transparent mode's
       rule) or "contiguous" (one block a rank, the remainder to the lowest ranks).
-    delimiter, header (None: a first line that is not all numbers is a header),
+    delimiter, header (None: a first line with a field, empty ones aside, that
+      is not a number is a header),
       dtype (CSV features; default float32) apply to CSV/TSV.
     limit: the data set is the first `limit` samples (None: all).
     """

@@ -46,6 +46,16 @@ def _lines(f):
         yield number, line[len(_BOM):] if number == 1 and line.startswith(_BOM) else line
 
 
+def _looks_like_header(fields: List[str]) -> bool:
+    """A first line is a header when a field that is not empty is not a number
+    (pandas writes an empty name over its index column: ",a,b"), or when every
+    field is empty. A data line with a missing value ("1,,0") was taken for a
+    header, its sample lost without an error; it now reads as data, and its
+    empty field is then reported as not a number."""
+    named = [v for v in fields if v]
+    return not named or not all(_is_number(v) for v in named)
+
+
 def _first_line(path: str):
     with open(path, "rb") as f:
         for number, line in _lines(f):
@@ -62,7 +72,7 @@ class CsvSource:
         if line is None:
             raise DataError(f"{self.files[0]}: empty file (no header, no data)")
         first = _fields(line, delimiter, f"{self.files[0]}:{number}")
-        self.header = (not all(_is_number(v) for v in first)) if header is None else header
+        self.header = _looks_like_header(first) if header is None else header
         self.columns = first if self.header else [str(i) for i in range(len(first))]
         self.label = None if label is None else self._column(label, "label")
         if features is None:
