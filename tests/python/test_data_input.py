@@ -260,3 +260,18 @@ def test_csv_first_line_with_a_missing_value_is_not_a_header(comm_info, tmp_path
     expected = np.float32([10, 11, 12])[strided(3, rank, size)]
     np.testing.assert_array_equal(np.asarray(x)[:, 0], expected)
     still_in_step(size)
+
+
+def test_glob_of_several_formats_is_an_error(comm_info, tmp_path):
+    """A glob matching a.csv, b.csv and c.npy had the CSV reader read c.npy as
+    text (an error about c.npy's bytes, from the rank holding them); it is now
+    the directory's error, at open()."""
+    rank, size = comm_info
+    write_lines(tmp_path / "a.csv", ["a,label", "1,0", "2,1"])
+    write_lines(tmp_path / "b.csv", ["a,label", "3,0"])
+    np.save(tmp_path / "c.npy", np.arange(3.0))
+    expect_error(lambda: cdata.open(str(tmp_path / "?.*"), label="label"),
+                 "matches files of several formats (csv, npy)")
+    x, y = cdata.open(str(tmp_path / "?.csv"), label="label").read()
+    np.testing.assert_array_equal(np.asarray(y), np.array([0, 1, 0])[strided(3, rank, size)])
+    still_in_step(size)

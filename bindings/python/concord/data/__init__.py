@@ -231,6 +231,11 @@ def open(path_or_pattern, format: Optional[str] = None,  # noqa: A001 - concord.
     def open_source():
         files = _files(path_or_pattern, format)
         fmt = format or _format_of(files[0])
+        kinds = sorted({_format_of(f) or "unknown" for f in files})
+        if format is None and len(kinds) > 1:  # a glob: the directory's check (_files)
+            raise DataError(f"{path_or_pattern}: matches files of several formats "
+                            f"({', '.join(kinds)}): {files[0]}'s reader would read them all; "
+                            "give format= or a narrower pattern")
         if fmt is None:
             raise DataError(f"{files[0]}: unknown format (give format=, one of "
                             f"{', '.join(FORMATS)})")
