@@ -54,7 +54,8 @@ def batches(local_rows: int, full_rows: int, rows: int, per_rank_batch: int, see
     gets the same number of batches and none is empty: a last batch made only
     of partial rows (which some ranks lack) joins the batch before it."""
     if per_rank_batch < 1:
-        raise ValueError(f"concord.data: the per-rank batch must be at least 1, not {per_rank_batch}")
+        raise ValueError("concord.data: the per-rank batch must be at least 1, "
+                         f"not {per_rank_batch}")
     if full_rows < 1:
         raise ValueError("concord.data: some rank holds no sample (fewer samples than ranks); "
                          "use fewer ranks")
