@@ -275,3 +275,16 @@ def test_glob_of_several_formats_is_an_error(comm_info, tmp_path):
     x, y = cdata.open(str(tmp_path / "?.csv"), label="label").read()
     np.testing.assert_array_equal(np.asarray(y), np.array([0, 1, 0])[strided(3, rank, size)])
     still_in_step(size)
+
+
+def test_hdf5_absolute_dataset_paths(comm_info, tmp_path):
+    """features="/g/x" (h5py's absolute path for g/x) was refused: "no dataset
+    named '/g/x' (it holds g/x, g/y)"."""
+    h5py = pytest.importorskip("h5py")
+    rank, size = comm_info
+    x, y = np.arange(14, dtype=np.float32).reshape(7, 2), np.arange(7) % 3
+    with h5py.File(tmp_path / "d.h5", "w") as f:
+        f["g/x"], f["g/y"] = x, y
+    got_x, got_y = cdata.open(str(tmp_path / "d.h5"), features="/g/x", label="/g/y").read()
+    np.testing.assert_array_equal(np.asarray(got_x), x[strided(7, rank, size)])
+    np.testing.assert_array_equal(np.asarray(got_y), y[strided(7, rank, size)])

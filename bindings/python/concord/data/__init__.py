@@ -134,6 +134,9 @@ def _source(fmt, files, features, label, delimiter, header, dtype):
                      None if lab is None else _records.npz_member(path, lab))
     if fmt == "hdf5":
         from ._hdf5 import Hdf5Dataset, dataset_names
+        # h5py names "/train/x" and "train/x" alike (from the root); the listing has the
+        # latter, so the absolute form was refused ("no dataset named '/train/x'").
+        features, label = (n.lstrip("/") if isinstance(n, str) else n for n in (features, label))
         f, lab = _keyed(path, dataset_names(path), features, label, "dataset")
         return _Pair(Hdf5Dataset(path, f), None if lab is None else Hdf5Dataset(path, lab))
     raise DataError(f"{path}: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
