@@ -288,3 +288,18 @@ def test_hdf5_absolute_dataset_paths(comm_info, tmp_path):
     got_x, got_y = cdata.open(str(tmp_path / "d.h5"), features="/g/x", label="/g/y").read()
     np.testing.assert_array_equal(np.asarray(got_x), x[strided(7, rank, size)])
     np.testing.assert_array_equal(np.asarray(got_y), y[strided(7, rank, size)])
+
+
+def test_ranks_seeing_different_data_sets_is_an_error(comm_info, tmp_path):
+    """Node-local copies of different lengths: every rank split its own total,
+    so the shares overlapped or missed samples and the ranks ran different
+    numbers of steps an epoch (5 and 6 for 20 and 24 samples)."""
+    rank, size = comm_info
+    n = 20 + 4 * rank  # tmp_path is this rank's own: its "local copy"
+    np.save(tmp_path / "x.npy", np.arange(n, dtype=np.float32))
+    if size == 1:
+        assert cdata.open(str(tmp_path / "x.npy")).total == 20
+        return
+    expect_error(lambda: cdata.open(str(tmp_path / "x.npy")),
+                 "the ranks see data sets of different sizes", "rank 0: 20", "rank 1: 24")
+    still_in_step(size)

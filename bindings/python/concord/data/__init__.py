@@ -153,8 +153,20 @@ class Reader:
         self.shard = shard
         self.total = int(source.total if limit is None else min(source.total, limit))
         self.name = source.name
+        self._check_totals()
         self.indices = _shard.share(self.total, self.rank, self.size, shard)
         self._data = None
+
+    def _check_totals(self):
+        """Every rank must see the same data set: with node-local copies of
+        different lengths (20 and 24 samples), the shares overlapped or missed
+        samples and as_dataset() gave 5 steps an epoch on one rank and 6 on the
+        other, whose last step then waited for ever."""
+        totals = gather_ints([self.total], "total")[:, 0]
+        if (totals != self.total).any():
+            seen = ", ".join(f"rank {r}: {int(t)}" for r, t in enumerate(totals))
+            raise DataError(f"{self.name}: the ranks see data sets of different sizes ({seen} "
+                            "samples); every rank must read the same data set")
 
     def __len__(self) -> int:
         return len(self.indices)
