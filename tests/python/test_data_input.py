@@ -303,3 +303,15 @@ def test_ranks_seeing_different_data_sets_is_an_error(comm_info, tmp_path):
     expect_error(lambda: cdata.open(str(tmp_path / "x.npy")),
                  "the ranks see data sets of different sizes", "rank 0: 20", "rank 1: 24")
     still_in_step(size)
+
+
+def test_directory_skips_hidden_files(comm_info, tmp_path):
+    """macOS's AppleDouble file "._part0.csv" beside part0.csv was read as the
+    directory's first CSV file ("no column named 'label' (the header has ...
+    Mac OS X)"); a glob's "*" already skipped it."""
+    rank, size = comm_info
+    (tmp_path / "d").mkdir()
+    write_lines(tmp_path / "d" / "part0.csv", ["a,label", "1,0", "2,1", "3,2"])
+    (tmp_path / "d" / "._part0.csv").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    _, y = cdata.open(str(tmp_path / "d"), label="label").read()
+    np.testing.assert_array_equal(np.asarray(y), np.array([0, 1, 2])[strided(3, rank, size)])

@@ -45,8 +45,11 @@ def _files(path_or_pattern: str, fmt: Optional[str]):
     """The files a path, directory (its files of one format) or glob names (sorted)."""
     p = os.fspath(path_or_pattern)
     if os.path.isdir(p):
+        # Hidden files are skipped, as a glob's "*" skips them: macOS's "._part0.csv"
+        # (AppleDouble metadata on copied volumes) was read as the first CSV file.
         files = sorted(os.path.join(p, f) for f in os.listdir(p)
-                       if os.path.isfile(os.path.join(p, f)) and _format_of(f)
+                       if not f.startswith(".") and os.path.isfile(os.path.join(p, f))
+                       and _format_of(f)
                        and (fmt is None or _format_of(f) == fmt))
         if not files:
             raise DataError(f"{p}: the directory holds no {fmt or 'data'} file")
