@@ -25,6 +25,13 @@ foreach(languages CXX C,CXX)
   run(${MPIEXEC} ${mpiexec_flags} -n 2 ${WORK_DIR}/consumer_${tag}/consumer)
 endforeach()
 
+# A project that pins an older standard (or takes its compiler's default, C++14 before
+# GCC 11 and Clang 16): the package's target asks for the C++17 its headers need.
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/package/consumer -B ${WORK_DIR}/consumer_cxx14
+    -DCMAKE_PREFIX_PATH=${prefix} -DCONSUMER_LANGUAGES=CXX -DCONSUMER_CXX_STANDARD=14)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer_cxx14)
+run(${MPIEXEC} ${mpiexec_flags} -n 2 ${WORK_DIR}/consumer_cxx14/consumer)
+
 # pkg-config.
 find_program(PKG_CONFIG pkg-config REQUIRED)
 find_program(CXX_COMPILER NAMES c++ g++ REQUIRED)
