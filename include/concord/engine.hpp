@@ -82,6 +82,7 @@ struct EngineOptions {
   // CONCORD_CYCLE_TIME_MS or the built-in default.
   std::optional<double> cycle_time_ms;
   // Warn about (and, if set, fail) tensors that some ranks have not submitted.
+  // Seconds, 0 to 1e7 (a timeout of 0: none); others are Error(InvalidArgument).
   // Unset: CONCORD_STALL_WARNING_S (60) and CONCORD_STALL_TIMEOUT_S (off).
   std::optional<double> stall_warning_s;
   std::optional<double> stall_timeout_s;

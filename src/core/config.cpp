@@ -59,13 +59,13 @@ void parse_engine_settings(const EnvLookup& lookup, Config& config) {
     config.cycle_time_ms = parse_seconds("CONCORD_CYCLE_TIME_MS", *v, kMaxCycleTimeMs);
   }
   if (auto v = lookup("CONCORD_STALL_WARNING_S"); v && !v->empty()) {
-    config.stall_warning_s = parse_seconds("CONCORD_STALL_WARNING_S", *v, 1e7);
+    config.stall_warning_s = parse_seconds("CONCORD_STALL_WARNING_S", *v, kMaxTimeoutS);
   }
   if (auto v = lookup("CONCORD_STALL_TIMEOUT_S"); v && !v->empty()) {
-    config.stall_timeout_s = parse_seconds("CONCORD_STALL_TIMEOUT_S", *v, 1e7);
+    config.stall_timeout_s = parse_seconds("CONCORD_STALL_TIMEOUT_S", *v, kMaxTimeoutS);
   }
   if (auto v = lookup("CONCORD_TRANSPORT_TIMEOUT_S"); v && !v->empty()) {
-    config.transport_timeout_s = parse_seconds("CONCORD_TRANSPORT_TIMEOUT_S", *v, 1e7);
+    config.transport_timeout_s = parse_seconds("CONCORD_TRANSPORT_TIMEOUT_S", *v, kMaxTimeoutS);
   }
   if (auto v = lookup("CONCORD_TIMELINE")) config.timeline_path = *v;
 }

@@ -29,6 +29,9 @@ enum class DevicePeerMode {
 
 // The longest cycle time CONCORD_CYCLE_TIME_MS and EngineOptions::cycle_time_ms accept.
 constexpr double kMaxCycleTimeMs = 10000;
+// The longest stall and transport limits, in seconds, that CONCORD_STALL_WARNING_S,
+// CONCORD_STALL_TIMEOUT_S, CONCORD_TRANSPORT_TIMEOUT_S and EngineOptions accept.
+constexpr double kMaxTimeoutS = 1e7;
 
 struct Config {
   // CONCORD_ALLREDUCE_ALGORITHM: replaces Algorithm::Auto (not an explicit choice).

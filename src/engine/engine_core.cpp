@@ -59,6 +59,23 @@ double checked_cycle_time_ms(double ms, int rank) {
   return ms;
 }
 
+// EngineOptions::stall_warning_s and stall_timeout_s as CONCORD_STALL_WARNING_S and
+// CONCORD_STALL_TIMEOUT_S allow them: 0 to kMaxTimeoutS seconds (a timeout of 0: none).
+StallPolicy checked_stall_policy(const EngineOptions& options, int rank) {
+  const StallPolicy policy{options.stall_warning_s.value_or(config().stall_warning_s),
+                           options.stall_timeout_s.value_or(config().stall_timeout_s)};
+  const std::pair<const char*, double> limits[] = {{"stall_warning_s", policy.warning_s},
+                                                   {"stall_timeout_s", policy.timeout_s}};
+  for (const auto& [name, seconds] : limits) {
+    if (!(seconds >= 0 && seconds <= kMaxTimeoutS)) {
+      throw Error(ErrorCode::InvalidArgument, rank,
+                  fmt::format("Engine: EngineOptions::{} is {}; it must be 0 to {} (seconds)", name,
+                              seconds, kMaxTimeoutS));
+    }
+  }
+  return policy;
+}
+
 // Prints why the engine stops; never throws (it runs where an exception would
 // end in std::terminate).
 void report_stop(const std::exception_ptr& e, int rank) noexcept {
@@ -80,8 +97,7 @@ EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
           config().fusion_in_place_bytes.value_or(default_fusion_in_place_bytes())))),
       cycle_time_ms_(checked_cycle_time_ms(options.cycle_time_ms.value_or(config().cycle_time_ms),
                                            comm.rank())),
-      stall_{options.stall_warning_s.value_or(config().stall_warning_s),
-             options.stall_timeout_s.value_or(config().stall_timeout_s)},
+      stall_{checked_stall_policy(options, comm.rank())},
       algorithm_(options.algorithm) {
   open_timeline(options.timeline_path.value_or(config().timeline_path));
   thread_ = std::jthread([this] {

@@ -93,6 +93,25 @@ TEST_CASE("an engine rejects a cycle time that is negative, not a number or too 
   }
 }
 
+TEST_CASE("an engine rejects stall limits that are negative, not a number or too long",
+          "[engine]") {
+  Communicator comm = Communicator::world();
+  for (const bool timeout : {false, true}) {
+    for (const double bad : {-5.0, std::nan(""), 1e8}) {
+      EngineOptions options;
+      (timeout ? options.stall_timeout_s : options.stall_warning_s) = bad;
+      const char* name = timeout ? "stall_timeout_s" : "stall_warning_s";
+      try {
+        Engine engine(comm, options);
+        FAIL("an engine was made with " << name << " " << bad);
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::InvalidArgument);
+        CHECK_THAT(e.what(), Catch::Contains(name));
+      }
+    }
+  }
+}
+
 // The cycle's ready bits are one Iallreduce: ready on every rank (AND) beside ready on
 // some (OR). A cached name that rank 0 submits first must wait for the others, however
 // MPI splits the vector (engine_np3_ring_negotiation runs this under MPICH's ring
