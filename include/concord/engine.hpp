@@ -109,7 +109,7 @@ class Engine {
   // Several tensors submitted atomically: they become ready together on this
   // rank (names[i] goes with tensors[i]).
   // `done`, if given, is called once, after the last of the group completed, with
-  // the first error if any failed.
+  // the first error if any failed; for an empty group, at once on the calling thread.
   std::vector<Handle> enqueue_grouped_allreduce(const std::vector<std::string>& names,
                                                 const std::vector<TensorView>& tensors, ReduceOp op,
                                                 double prescale = 1.0, double postscale = 1.0,

@@ -194,6 +194,20 @@ TEST_CASE("grouped allreduce, Avg and scale factors", "[engine]") {
   CHECK(m[4] == n - 1);
 }
 
+TEST_CASE("an empty group completes at once, its callback called once", "[engine]") {
+  Engine engine(Communicator::world(), quick());
+  std::atomic<int> calls{0};
+  std::atomic<bool> failed{false};
+  const auto handles =
+      engine.enqueue_grouped_allreduce({}, {}, ReduceOp::Sum, 1.0, 1.0, [&](const Error* error) {
+        failed = error != nullptr;
+        ++calls;
+      });
+  CHECK(handles.empty());
+  CHECK(calls == 1);
+  CHECK_FALSE(failed);
+}
+
 TEST_CASE("broadcast and allgather with uneven first dimensions", "[engine]") {
   Communicator comm = Communicator::world();
   const int rank = comm.rank();
