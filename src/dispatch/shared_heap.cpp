@@ -4,6 +4,7 @@
 #include <concord/shared_buffer.hpp>
 
 #include "collectives/shared/node_arena.hpp"
+#include "core/mpi_check.hpp"
 #include "dispatch/call_agreement.hpp"
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@ constexpr std::align_val_t kAlignment{4096};
 }  // namespace
 
 SharedBuffer allocate_shared(std::size_t bytes, const Communicator& comm) {
+  detail::ensure_not_finalized("concord::allocate_shared");
   // Every rank makes this call, whatever its size: it is where the arena is made.
   // A rank that never comes to it fails the communicator, as in a call.
   detail::SharedArena* arena = nullptr;

@@ -37,6 +37,7 @@ std::size_t in_place_limit(std::size_t bytes) {
 }
 
 void require_thread_multiple(int rank) {
+  ensure_not_finalized("concord::Engine");
   int level = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&level), "MPI_Query_thread", rank);
   if (level < MPI_THREAD_MULTIPLE) {

@@ -33,6 +33,26 @@ TEST_CASE("Communicator::world() after MPI_Finalize throws Error(Finalized)") {
   }
 }
 
+TEST_CASE("allocate_shared after MPI_Finalize throws Error(Finalized)") {
+  try {
+    concord::allocate_shared(4096, *g_before_finalize);
+    FAIL("no error");
+  } catch (const concord::Error& e) {
+    CHECK(e.code() == concord::ErrorCode::Finalized);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("allocate_shared"));
+  }
+}
+
+TEST_CASE("an Engine made after MPI_Finalize throws Error(Finalized)") {
+  try {
+    concord::Engine engine(*g_before_finalize);
+    FAIL("no error");
+  } catch (const concord::Error& e) {
+    CHECK(e.code() == concord::ErrorCode::Finalized);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("Engine"));
+  }
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   g_before_finalize.emplace(MPI_COMM_WORLD);
