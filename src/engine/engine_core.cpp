@@ -77,6 +77,18 @@ StallPolicy checked_stall_policy(const EngineOptions& options, int rank) {
   return policy;
 }
 
+// EngineOptions::algorithm, checked here: a value out of the enum would fail every
+// fused allreduce later, on the engine's thread.
+Algorithm checked_algorithm(Algorithm algorithm, int rank) {
+  if (static_cast<int>(algorithm) < 0 ||
+      static_cast<int>(algorithm) > static_cast<int>(Algorithm::Hierarchical)) {
+    throw Error(ErrorCode::InvalidArgument, rank,
+                fmt::format("Engine: EngineOptions::algorithm has the unknown Algorithm value {}",
+                            static_cast<int>(algorithm)));
+  }
+  return algorithm;
+}
+
 // Prints why the engine stops; never throws (it runs where an exception would
 // end in std::terminate).
 void report_stop(const std::exception_ptr& e, int rank) noexcept {
@@ -99,7 +111,7 @@ EngineCore::EngineCore(const Communicator& comm, const EngineOptions& options)
       cycle_time_ms_(checked_cycle_time_ms(options.cycle_time_ms.value_or(config().cycle_time_ms),
                                            comm.rank())),
       stall_{checked_stall_policy(options, comm.rank())},
-      algorithm_(options.algorithm) {
+      algorithm_(checked_algorithm(options.algorithm, comm.rank())) {
   open_timeline(options.timeline_path.value_or(config().timeline_path));
   thread_ = std::jthread([this] {
     try {

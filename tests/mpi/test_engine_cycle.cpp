@@ -112,6 +112,18 @@ TEST_CASE("an engine rejects stall limits that are negative, not a number or too
   }
 }
 
+TEST_CASE("an engine rejects an unknown algorithm when it is made", "[engine]") {
+  EngineOptions options;
+  options.algorithm = static_cast<Algorithm>(99);
+  try {
+    Engine engine(Communicator::world(), options);
+    FAIL("an engine was made with Algorithm value 99");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK_THAT(e.what(), Catch::Contains("EngineOptions::algorithm"));
+  }
+}
+
 // The cycle's ready bits are one Iallreduce: ready on every rank (AND) beside ready on
 // some (OR). A cached name that rank 0 submits first must wait for the others, however
 // MPI splits the vector (engine_np3_ring_negotiation runs this under MPICH's ring
