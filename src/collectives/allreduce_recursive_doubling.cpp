@@ -11,6 +11,9 @@
 #include "collectives/algorithms.hpp"
 #include "collectives/power_of_two_group.hpp"
 
+#include <cstddef>
+#include <utility>
+
 namespace concord::detail {
 
 void allreduce_recursive_doubling(Transport& t, void* buf, std::size_t count,
@@ -27,17 +30,27 @@ void allreduce_recursive_doubling(Transport& t, void* buf, std::size_t count,
   }
 
   if (group.participates()) {
+    // Both partners compute the same elements, so they must make the same kernel
+    // call: the lower rank's vector as the first operand *and* as the destination.
+    // The kernels promise the same bits for either operand order except where two
+    // NaNs meet, and there the payload kept is whichever operand the compiler put
+    // first in that loop (it commutes a + b freely, per aliasing case and even per
+    // element of the scalar tail): reduce(buf, tmp, buf) on one side against
+    // reduce(buf, buf, tmp) on the other kept different payloads. So the higher
+    // rank reduces into the lower's vector in tmp, and the two buffers swap roles.
+    auto* cur = static_cast<std::byte*>(buf);  // this rank's running vector
+    std::byte* other = tmp;                    // the partner's, received
     for (int mask = 1; mask < group.pof2(); mask <<= 1) {
       int partner = group.real_rank(group.new_rank() ^ mask);
-      t.sendrecv(partner, buf, bytes, partner, tmp, bytes, kTagRecursiveDoubling);
-      // The lower rank's vector first on both sides: the kernels give the same
-      // bits either way except for NaN payloads, where the first operand's wins.
+      t.sendrecv(partner, cur, bytes, partner, other, bytes, kTagRecursiveDoubling);
       if (partner < t.rank()) {
-        ctx.exec->reduce(buf, tmp, buf, count);
+        ctx.exec->reduce(other, other, cur, count);
+        std::swap(cur, other);
       } else {
-        ctx.exec->reduce(buf, buf, tmp, count);
+        ctx.exec->reduce(cur, cur, other, count);
       }
     }
+    if (cur != buf) ctx.exec->copy(buf, cur, bytes);
   }
 
   if (group.folds_in()) {
