@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -33,11 +34,14 @@ namespace {
 
 // The size limits of the host shared-memory path on this node's arena (the
 // direct limit depends on its rank count), all from the tuning table and the
-// variables that override it.
-SharedLimits host_shared_limits(const CommunicatorState& state) {
+// variables that override it. Avg never streams its results out: its scale pass
+// (run_host_allreduce, or copy_out's per-tensor factors) reads the output again
+// at once, and from DRAM if non-temporal stores had just written it around the
+// caches (16 MiB float32 Avg at 2 ranks took ~1.3x as long streamed).
+SharedLimits host_shared_limits(const CommunicatorState& state, ReduceOp op) {
   const SizeThresholds& t = size_thresholds();
   return {.direct_bytes = t.shm_direct_bytes_for(state.arena->size()),
-          .stream_bytes = t.shm_stream_bytes,
+          .stream_bytes = op == ReduceOp::Avg ? SIZE_MAX : t.shm_stream_bytes,
           .single_copy_bytes = t.shm_single_copy_bytes,
           .single_copy_round_bytes = t.shm_single_copy_round_bytes,
           .measure_single_copy = state.arena_measures_paths};
@@ -160,7 +164,7 @@ void run_host_allreduce(const Call& call, const Communicator& comm) {
     case Path::SharedMemory:
       allreduce_shared(*state.arena, MessageView(call.send, call.count, ctx.elem_size),
                        MessageView(call.recv, call.count, ctx.elem_size), ctx,
-                       host_shared_limits(state));
+                       host_shared_limits(state, call.op));
       break;
     case Path::Hierarchical: {
       // Across nodes: a flat algorithm over MPI among the ranks with this local rank.
@@ -265,7 +269,7 @@ void allreduce_tensors_in_place(std::vector<TensorSpan> tensors, DataType dtype,
   const MessageView view(std::move(tensors), ctx.elem_size);
   if (view.count() == 0) return;
   failing_when_abandoned(comm, [&] {
-    allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits(comm.state()));
+    allreduce_shared(*comm.state().arena, view, view, ctx, host_shared_limits(comm.state(), op));
   });
 }
 

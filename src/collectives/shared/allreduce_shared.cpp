@@ -60,8 +60,10 @@ void allreduce_shared(SharedArena& node, const MessageView& src, const MessageVi
   // Single-copy rounds hold no data in the arena: their size only bounds the
   // bounce buffer ((p-1)/p of a round) and sets how often ranks synchronise.
   if (single_copy) capacity = std::max(capacity, limits.single_copy_round_bytes / ctx.elem_size);
-  rounds.stream_output(bytes >= limits.stream_bytes);
+  const bool stream = bytes >= limits.stream_bytes;
+  rounds.stream_output(stream);
   count_shm_path(single_copy ? ShmPath::SingleCopy : ShmPath::CopyRounds);
+  if (stream) count_shm_path(ShmPath::StreamedOutput);
   const auto ranks = static_cast<std::size_t>(node.size());
   std::vector<Piece> pieces(ranks);
   for (std::size_t offset = 0; offset < count; offset += capacity) {

@@ -9,7 +9,7 @@ namespace concord::detail {
 namespace {
 
 // Process-wide, not per thread: the engine runs collectives on its own thread.
-std::array<std::atomic<std::uint64_t>, 2> path_counts{};
+std::array<std::atomic<std::uint64_t>, 3> path_counts{};
 
 std::array<std::atomic<std::uint64_t>, 5> access_counts{};
 

@@ -11,6 +11,9 @@ namespace concord::detail {
 enum class ShmPath {
   CopyRounds,  // region-sized rounds copied through the arena
   SingleCopy,  // rounds of single-copy reads (cross-memory attach)
+  // Not a third path: messages of either path above whose results went out with
+  // streaming stores (SharedLimits::stream_bytes; never for Avg).
+  StreamedOutput,
 };
 
 // One relaxed atomic increment per message (not per round).
