@@ -2,8 +2,8 @@
 # (git describe --tags --always --dirty; outside a git checkout CONCORD_SOURCE_COMMIT,
 # else "unknown"), and rewrites it only when that changed, so that an unchanged commit
 # rebuilds nothing.
-# Run at every build of concord-bench (bench/CMakeLists.txt), whose records name it,
-# and of the Python extension (bindings/python/CMakeLists.txt: concord.build_commit()).
+# Run at every build of the targets concord_commit_header() names (concord-bench, whose
+# records name it, and the Python extension: concord.build_commit()).
 execute_process(
   COMMAND git -C "${SOURCE_DIR}" describe --tags --always --dirty
   OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
