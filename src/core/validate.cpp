@@ -17,14 +17,6 @@
 namespace concord::detail {
 namespace {
 
-bool known(DataType dtype) {
-  return static_cast<int>(dtype) >= 0 &&
-         static_cast<int>(dtype) <= static_cast<int>(DataType::Float64);
-}
-bool known(ReduceOp op) {
-  return static_cast<int>(op) >= 0 && static_cast<int>(op) <= static_cast<int>(ReduceOp::Avg);
-}
-
 std::string describe(const CallSignature& s) {
   return fmt::format("count={}, dtype={}, op={}, algorithm={}, device={}, ring_segment_bytes={}",
                      s.count, to_string(static_cast<DataType>(s.dtype)),
@@ -34,6 +26,18 @@ std::string describe(const CallSignature& s) {
 }
 
 }  // namespace
+
+bool known(DataType dtype) {
+  return static_cast<int>(dtype) >= 0 &&
+         static_cast<int>(dtype) <= static_cast<int>(DataType::Float64);
+}
+bool known(ReduceOp op) {
+  return static_cast<int>(op) >= 0 && static_cast<int>(op) <= static_cast<int>(ReduceOp::Avg);
+}
+bool known(Algorithm algorithm) {
+  return static_cast<int>(algorithm) >= 0 &&
+         static_cast<int>(algorithm) <= static_cast<int>(Algorithm::Hierarchical);
+}
 
 void validate_buffers(const char* what, const void* send, const void* recv, std::size_t count,
                       DataType dtype, ReduceOp op, int rank) {

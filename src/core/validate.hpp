@@ -25,6 +25,12 @@ struct CallSignature {
                                         // would post receives of the wrong sizes
 };
 
+// Whether a value is one of its enum's (one cast from an int, as a C caller or a
+// binding may pass, need not be).
+bool known(DataType dtype);
+bool known(ReduceOp op);
+bool known(Algorithm algorithm);
+
 // Throws Error(InvalidArgument) for null buffers with count > 0, unknown enum
 // values, an op the dtype does not support, byte counts MPI cannot address, and
 // send/recv ranges that overlap without being identical.

@@ -85,8 +85,7 @@ void overlap_network(const CommunicatorState& state, InterNodeStep& inter, std::
 }
 
 void validate_options(const char* what, const AllreduceOptions& options, int rank) {
-  if (static_cast<int>(options.algorithm) < 0 ||
-      static_cast<int>(options.algorithm) > static_cast<int>(Algorithm::Hierarchical)) {
+  if (!known(options.algorithm)) {
     throw Error(
         ErrorCode::InvalidArgument, rank,
         fmt::format("{}: unknown Algorithm value {}", what, static_cast<int>(options.algorithm)));

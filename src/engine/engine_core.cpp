@@ -7,6 +7,7 @@
 #include "core/communicator_state.hpp"
 #include "core/config.hpp"
 #include "core/mpi_check.hpp"
+#include "core/validate.hpp"
 #include "device/device_path.hpp"
 #include "dispatch/call_agreement.hpp"
 #include "dispatch/dispatch.hpp"
@@ -80,8 +81,7 @@ StallPolicy checked_stall_policy(const EngineOptions& options, int rank) {
 // EngineOptions::algorithm, checked here: a value out of the enum would fail every
 // fused allreduce later, on the engine's thread.
 Algorithm checked_algorithm(Algorithm algorithm, int rank) {
-  if (static_cast<int>(algorithm) < 0 ||
-      static_cast<int>(algorithm) > static_cast<int>(Algorithm::Hierarchical)) {
+  if (!known(algorithm)) {
     throw Error(ErrorCode::InvalidArgument, rank,
                 fmt::format("Engine: EngineOptions::algorithm has the unknown Algorithm value {}",
                             static_cast<int>(algorithm)));

@@ -2,6 +2,7 @@
 // thread, so a bad call fails there and never reaches the other ranks.
 #include "engine/engine_core.hpp"
 
+#include "core/validate.hpp"
 #include "device/device_path.hpp"
 #include "reduce/reduce_kernels.hpp"
 
@@ -28,9 +29,7 @@ void EngineCore::validate(const Work& w) const {
     require_cuda(fmt::format("Engine: tensor '{}'", w.name).c_str(), rank);
   }
   if (w.tensor.data == nullptr && w.tensor.count > 0) bad("null data with count > 0");
-  if (static_cast<unsigned>(w.sig.dtype) > static_cast<unsigned>(DataType::Float64)) {
-    bad("unknown DataType");
-  }
+  if (!known(w.sig.dtype)) bad("unknown DataType");
   if (w.tensor.count > std::numeric_limits<std::size_t>::max() / size_of(w.sig.dtype)) {
     bad(fmt::format("count {} is too large: its size in bytes overflows", w.tensor.count));
   }
@@ -99,9 +98,7 @@ void EngineCore::validate_rows(const Work& w) const {
 // The op and scales of a reduction (allreduce, reducescatter).
 void EngineCore::validate_reduction(const Work& w) const {
   auto bad = [&](const std::string& what) { reject(w, what); };
-  if (static_cast<unsigned>(w.sig.op) > static_cast<unsigned>(ReduceOp::Avg)) {
-    bad("unknown ReduceOp");
-  }
+  if (!known(w.sig.op)) bad("unknown ReduceOp");
   if (!is_supported(w.sig.dtype, w.sig.op)) {
     bad(fmt::format("{} is not defined for {}", to_string(w.sig.op), to_string(w.sig.dtype)));
   }
