@@ -10,47 +10,40 @@
 
 namespace {
 std::optional<concord::Communicator> g_before_finalize;
+
+// `call` must throw Error(Finalized), with `named` (unless null) in its message.
+template <typename Call>
+void check_finalized(Call call, const char* named) {
+  try {
+    call();
+    FAIL("no error");
+  } catch (const concord::Error& e) {
+    CHECK(e.code() == concord::ErrorCode::Finalized);
+    if (named != nullptr) CHECK_THAT(e.what(), Catch::Matchers::Contains(named));
+  }
 }
+}  // namespace
 
 TEST_CASE("allreduce after MPI_Finalize throws Error(Finalized)") {
   float x = 1.0f;
-  try {
-    concord::allreduce(&x, &x, 1, concord::DataType::Float32, concord::ReduceOp::Sum,
-                       *g_before_finalize);
-    FAIL("no error");
-  } catch (const concord::Error& e) {
-    CHECK(e.code() == concord::ErrorCode::Finalized);
-    CHECK_THAT(e.what(), Catch::Matchers::Contains("MPI_Finalize"));
-  }
+  check_finalized(
+      [&] {
+        concord::allreduce(&x, &x, 1, concord::DataType::Float32, concord::ReduceOp::Sum,
+                           *g_before_finalize);
+      },
+      "MPI_Finalize");
 }
 
 TEST_CASE("Communicator::world() after MPI_Finalize throws Error(Finalized)") {
-  try {
-    concord::Communicator::world();
-    FAIL("no error");
-  } catch (const concord::Error& e) {
-    CHECK(e.code() == concord::ErrorCode::Finalized);
-  }
+  check_finalized([] { concord::Communicator::world(); }, nullptr);
 }
 
 TEST_CASE("allocate_shared after MPI_Finalize throws Error(Finalized)") {
-  try {
-    concord::allocate_shared(4096, *g_before_finalize);
-    FAIL("no error");
-  } catch (const concord::Error& e) {
-    CHECK(e.code() == concord::ErrorCode::Finalized);
-    CHECK_THAT(e.what(), Catch::Matchers::Contains("allocate_shared"));
-  }
+  check_finalized([] { concord::allocate_shared(4096, *g_before_finalize); }, "allocate_shared");
 }
 
 TEST_CASE("an Engine made after MPI_Finalize throws Error(Finalized)") {
-  try {
-    concord::Engine engine(*g_before_finalize);
-    FAIL("no error");
-  } catch (const concord::Error& e) {
-    CHECK(e.code() == concord::ErrorCode::Finalized);
-    CHECK_THAT(e.what(), Catch::Matchers::Contains("Engine"));
-  }
+  check_finalized([] { concord::Engine engine(*g_before_finalize); }, "Engine");
 }
 
 int main(int argc, char** argv) {
